@@ -1,0 +1,100 @@
+from django.contrib import admin
+
+from annotation.models import (
+    ConsensusCriterion,
+    ConsensusVote,
+    Conversation,
+    Criterion,
+    IdealResponse,
+    Physician,
+    PhysicianLabel,
+    Subset,
+    SubsetMember,
+    SubsetVersion,
+)
+
+
+@admin.register(Physician)
+class PhysicianAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "role", "status", "specialty", "country", "career_stage"]
+    list_filter = ["role", "status", "career_stage", "country"]
+    search_fields = ["user__username", "user__email", "anonymized_id", "specialty", "country"]
+    raw_id_fields = ["user"]
+
+
+class CriterionInline(admin.TabularInline):
+    model = Criterion
+    fields = ["position", "points", "text", "axis", "level", "consensus_criterion", "flagged_for_review"]
+    raw_id_fields = ["consensus_criterion"]
+    extra = 0
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ["prompt_id", "theme", "turns", "created"]
+    list_filter = ["theme", "subsets"]
+    search_fields = ["prompt_id", "messages"]
+    inlines = [CriterionInline]
+    raw_id_fields = ["author"]
+
+
+@admin.register(Criterion)
+class CriterionAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "conversation", "points", "axis", "level", "flagged_for_review"]
+    list_filter = ["level", "axis", "flagged_for_review"]
+    search_fields = ["text", "conversation__prompt_id"]
+    raw_id_fields = ["conversation", "author", "consensus_criterion"]
+
+
+@admin.register(ConsensusCriterion)
+class ConsensusCriterionAdmin(admin.ModelAdmin):
+    list_display = ["cluster", "theme", "axis", "points", "in_meta_eval"]
+    list_filter = ["theme", "axis", "in_meta_eval"]
+    search_fields = ["cluster", "text"]
+
+
+@admin.register(ConsensusVote)
+class ConsensusVoteAdmin(admin.ModelAdmin):
+    list_display = ["physician", "conversation", "consensus_criterion", "applies", "created"]
+    list_filter = ["applies", "consensus_criterion__theme"]
+    search_fields = ["conversation__prompt_id", "consensus_criterion__cluster", "physician__user__username"]
+    raw_id_fields = ["physician", "conversation", "consensus_criterion"]
+
+
+@admin.register(IdealResponse)
+class IdealResponseAdmin(admin.ModelAdmin):
+    list_display = ["conversation", "group", "condition", "from_dataset", "author", "created"]
+    list_filter = ["condition", "group", "from_dataset"]
+    search_fields = ["conversation__prompt_id", "text"]
+    raw_id_fields = ["conversation", "author"]
+
+
+@admin.register(PhysicianLabel)
+class PhysicianLabelAdmin(admin.ModelAdmin):
+    list_display = ["physician", "response", "criterion", "met", "created"]
+    list_filter = ["met", "criterion__level"]
+    search_fields = ["response__conversation__prompt_id", "physician__anonymized_id", "physician__user__username"]
+    raw_id_fields = ["physician", "response", "criterion"]
+
+
+@admin.register(Subset)
+class SubsetAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "created"]
+    list_filter = ["kind"]
+    search_fields = ["name", "description"]
+
+
+@admin.register(SubsetMember)
+class SubsetMemberAdmin(admin.ModelAdmin):
+    list_display = ["subset", "conversation", "added"]
+    list_filter = ["subset"]
+    search_fields = ["conversation__prompt_id"]
+    raw_id_fields = ["conversation"]
+
+
+@admin.register(SubsetVersion)
+class SubsetVersionAdmin(admin.ModelAdmin):
+    list_display = ["subset", "number", "content_hash", "frozen"]
+    list_filter = ["subset"]
+    search_fields = ["content_hash", "subset__name"]
+    raw_id_fields = ["conversations", "frozen_by"]

@@ -1,0 +1,51 @@
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from annotation.access import get_conversation_for_reader, require_role, role_of
+from annotation.models import THEMES, Conversation, Physician
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    # The root is the login page for visitors, so a fresh install opens on a way in.
+    if not request.user.is_authenticated:
+        return LoginView.as_view()(request)
+    role = role_of(request.user)
+    context = {
+        "role": role,
+        "conversation_count": Conversation.objects.count(),
+        "themes": (
+            Conversation.objects.values("theme").annotate(n=Count("id")).order_by("theme")
+            if role in (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
+            else []
+        ),
+    }
+    return render(request, "home.html", context)
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    Conversation.objects.exists()
+    return JsonResponse({"status": "ok"})
+
+
+@login_required
+def conversation_list(request: HttpRequest) -> HttpResponse:
+    require_role(request, Physician.Role.CURATOR, Physician.Role.RESEARCHER)
+    conversations = Conversation.objects.annotate(n_criteria=Count("criteria")).order_by("id")
+    theme = request.GET.get("theme", "")
+    if theme:
+        conversations = conversations.filter(theme=theme)
+    page = Paginator(conversations, 50).get_page(request.GET.get("page"))
+    return render(request, "conversation_list.html", {"page": page, "themes": THEMES, "theme": theme})
+
+
+@login_required
+def conversation_detail(request: HttpRequest, code) -> HttpResponse:
+    conversation = get_conversation_for_reader(request, code)
+    criteria = conversation.criteria.select_related("consensus_criterion").order_by("position", "id")
+    return render(request, "conversation_detail.html", {"conversation": conversation, "criteria": criteria})
