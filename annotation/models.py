@@ -116,7 +116,8 @@ class Conversation(models.Model):
     example_tags = models.JSONField(default=list, blank=True)
     # Derived from example_tags (theme:...) so that lists can filter by it.
     theme = models.CharField(max_length=32, blank=True, db_index=True)
-    canary = models.CharField(max_length=200, blank=True)
+    # None when the imported row had no canary key, so export leaves it out again.
+    canary = models.CharField(max_length=200, null=True, blank=True)
     author = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(auto_now_add=True)
 

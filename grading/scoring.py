@@ -1,0 +1,462 @@
+"""HealthBench scores from grades: per-response metrics, run metrics and the extra reports.
+
+Plain numpy, no Django: views, commands, tasks and the API all call these functions with
+arrays and get plain dicts back.
+
+The semantics are those of openai/simple-evals ``healthbench_eval.py``; the golden tests in
+``tests/test_scoring.py`` hold us to its numbers.
+
+* The scored unit is one graded *response* (the reference calls it an example). Its score is
+  the points of the met criteria over the sum of positive points, so it can be negative, and
+  it does not exist when the rubric has no positive points.
+* Every example tag of the conversation (``theme:...``) gets the response's score. Every
+  rubric tag (``axis:...``, ``cluster:...``, ``level:...``) gets the score over only the
+  criteria carrying it, and only when at least one of those has positive points.
+* A run metric is the mean over the responses that have it, clipped to [0, 1] after
+  averaging, with ``<name>:n_samples`` and ``<name>:bootstrap_std`` (std of the clipped
+  means of 1000 resamples of those responses).
+* The reference also reports a top-level ``score``: the clipped mean of the same per-response
+  values as ``overall_score``. Because it pops only that mean, its ``metrics`` keep stray
+  ``score:n_samples`` and ``score:bootstrap_std`` keys. :func:`aggregate` returns the metrics
+  without these duplicates; :func:`reference_summary` adds them back for simple-evals files.
+* A failed or pending grade is missing, never "not met": a response with any missing grade
+  is left out of every score and counted as incomplete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, TypedDict
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+BoolArray = npt.NDArray[np.bool_]
+Seed = int | np.random.Generator | None
+
+OVERALL = "overall_score"
+N_RESAMPLES = 1000
+# Codes of ``grade_met`` in the bulk path.
+MET, NOT_MET, MISSING = 1, 0, -1
+# The bootstrap index matrix is drawn in row blocks of about this many entries, so that
+# 80,000 responses x 1000 resamples never sits in memory at once (it would be 640 MB).
+_BOOTSTRAP_BLOCK = 1 << 22
+
+
+def _check_unique(tags: Sequence[str], what: str) -> None:
+    # The reference asserts this; a repeated tag would count its criterion twice.
+    if len(set(tags)) != len(tags):
+        raise ValueError(f"{what} repeat a tag: {list(tags)}")
+
+
+# --- one response -------------------------------------------------------------------------
+
+
+def example_score(points: npt.ArrayLike, met: npt.ArrayLike) -> float | None:
+    """Met points over positive points, or None when no criterion has positive points."""
+    pts = np.asarray(points, dtype=np.float64)
+    hit = np.asarray(met, dtype=bool)
+    if pts.shape != hit.shape:
+        raise ValueError("points and met must have the same length")
+    possible = pts[pts > 0].sum()
+    if possible <= 0:
+        return None
+    return float(pts[hit].sum() / possible)
+
+
+def example_metrics(
+    points: npt.ArrayLike,
+    met: npt.ArrayLike,
+    criterion_tags: Sequence[Sequence[str]],
+    example_tags: Sequence[str],
+) -> dict[str, float]:
+    """All metrics of one graded response: ``overall_score``, example tags, rubric tags.
+
+    A rubric tag whose criteria are all negative gets no entry. If a rubric tag has the
+    name of an example tag, the rubric score wins, as in the reference.
+    """
+    pts = np.asarray(points, dtype=np.float64)
+    hit = np.asarray(met, dtype=bool)
+    if len(criterion_tags) != pts.size:
+        raise ValueError("one tag list per criterion is needed")
+    overall = example_score(pts, hit)
+    if overall is None:
+        raise ValueError("the rubric has no criterion with positive points")
+    _check_unique(example_tags, "example tags")
+    metrics = {OVERALL: overall, **dict.fromkeys(example_tags, overall)}
+    members: dict[str, list[int]] = {}
+    for i, tags in enumerate(criterion_tags):
+        _check_unique(tags, f"tags of criterion {i}")
+        for tag in tags:
+            members.setdefault(tag, []).append(i)
+    for tag, rows in members.items():
+        score = example_score(pts[rows], hit[rows])
+        if score is not None:
+            metrics[tag] = score
+    return metrics
+
+
+# --- run metrics --------------------------------------------------------------------------
+
+
+def clipped_mean(values: npt.ArrayLike) -> float:
+    """Mean of the values, then clipped to [0, 1]: one bad response can pull it below 0."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        raise ValueError("no values to average")
+    return float(np.clip(v.mean(), 0.0, 1.0))
+
+
+def bootstrap_std(
+    values: npt.ArrayLike, *, n_resamples: int = N_RESAMPLES, seed: Seed = None
+) -> float:
+    """Population std of the clipped means of resamples drawn with replacement.
+
+    ``seed`` is an int or a ``numpy.random.Generator`` (which is advanced, so that several
+    metrics drawn from one generator get independent resamples).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        raise ValueError("no values to resample")
+    rng = np.random.default_rng(seed)
+    n = v.size
+    rows = max(1, _BOOTSTRAP_BLOCK // n)
+    means = np.empty(n_resamples)
+    for start in range(0, n_resamples, rows):
+        stop = min(start + rows, n_resamples)
+        index = rng.integers(0, n, size=(stop - start, n), dtype=np.int32 if n < 2**31 else np.int64)
+        means[start:stop] = v[index].mean(axis=1)
+    return float(np.clip(means, 0.0, 1.0).std())
+
+
+def _summarise(
+    columns: Iterable[tuple[str, FloatArray]], n_resamples: int, seed: Seed
+) -> dict[str, float | int]:
+    rng = np.random.default_rng(seed)
+    out: dict[str, float | int] = {}
+    for name, values in columns:
+        out[name] = clipped_mean(values)
+        out[f"{name}:n_samples"] = int(values.size)
+        out[f"{name}:bootstrap_std"] = bootstrap_std(values, n_resamples=n_resamples, seed=rng)
+    return out
+
+
+def aggregate(
+    per_response: Iterable[Mapping[str, float]],
+    *,
+    n_resamples: int = N_RESAMPLES,
+    seed: Seed = None,
+) -> dict[str, float | int]:
+    """Run metrics from per-response metric dicts (as returned by :func:`example_metrics`)."""
+    columns: dict[str, list[float]] = {}
+    for metrics in per_response:
+        for name, value in metrics.items():
+            columns.setdefault(name, []).append(value)
+    arrays = ((name, np.asarray(v, dtype=np.float64)) for name, v in columns.items())
+    return _summarise(arrays, n_resamples, seed)
+
+
+def aggregate_columns(
+    columns: Mapping[str, npt.ArrayLike],
+    *,
+    n_resamples: int = N_RESAMPLES,
+    seed: Seed = None,
+) -> dict[str, float | int]:
+    """Run metrics from per-response columns in which NaN means "this response lacks it"."""
+    arrays = []
+    for name, column in columns.items():
+        values = np.asarray(column, dtype=np.float64)
+        values = values[~np.isnan(values)]
+        if values.size:
+            arrays.append((name, values))
+    return _summarise(arrays, n_resamples, seed)
+
+
+def reference_summary(metrics: Mapping[str, float | int]) -> dict[str, float | int]:
+    """The metrics as simple-evals writes its results JSON: plus ``score*`` keys, sorted.
+
+    Its ``score:bootstrap_std`` comes from a second, independent bootstrap of the same
+    values; ours repeats the ``overall_score`` one, which has the same distribution.
+    """
+    out = dict(metrics)
+    for suffix in ("", ":n_samples", ":bootstrap_std"):
+        out[f"score{suffix}"] = metrics[f"{OVERALL}{suffix}"]
+    return dict(sorted(out.items()))
+
+
+# --- the bulk path ------------------------------------------------------------------------
+
+
+class TagTable(NamedTuple):
+    """Tags of numbered rows in CSR form: row i has ``names[c]`` for each c in
+    ``codes[indptr[i]:indptr[i + 1]]``. No row repeats a code."""
+
+    indptr: IntArray
+    codes: IntArray
+    names: list[str]
+
+
+def encode_tags(tag_lists: Sequence[Sequence[str]]) -> TagTable:
+    """Number the tag strings of each row (criteria or conversations) into a TagTable."""
+    numbering: dict[str, int] = {}
+    codes: list[int] = []
+    indptr = [0]
+    for i, tags in enumerate(tag_lists):
+        _check_unique(tags, f"tags of row {i}")
+        codes.extend(numbering.setdefault(tag, len(numbering)) for tag in tags)
+        indptr.append(len(codes))
+    return TagTable(
+        np.asarray(indptr, dtype=np.intp), np.asarray(codes, dtype=np.intp), list(numbering)
+    )
+
+
+def _expand(table: TagTable, rows: IntArray) -> tuple[IntArray, IntArray]:
+    """(position in ``rows``, tag code) for every tag of every entry of ``rows``."""
+    starts = table.indptr[rows]
+    counts = table.indptr[rows + 1] - starts
+    owner = np.repeat(np.arange(rows.size), counts)
+    first = np.cumsum(counts) - counts
+    offset = np.arange(owner.size) - first[owner]
+    return owner, table.codes[starts[owner] + offset]
+
+
+class ResponseScores(TypedDict):
+    metrics: dict[str, FloatArray]  # name -> one value per response, NaN where absent
+    scored: BoolArray  # responses that count in every metric
+    n_responses: int
+    n_scored: int
+    n_incomplete: int  # at least one grade missing (failed, pending or absent)
+    n_unscorable: int  # complete, but no criterion with positive points
+    n_missing_grades: int
+
+
+def score_grades(
+    *,
+    grade_response: npt.ArrayLike,
+    grade_criterion: npt.ArrayLike,
+    grade_points: npt.ArrayLike,
+    grade_met: npt.ArrayLike,
+    response_conversation: npt.ArrayLike,
+    criterion_tags: TagTable,
+    conversation_tags: TagTable,
+    expected_grades: npt.ArrayLike | None = None,
+) -> ResponseScores:
+    """Every per-response metric of a run at once, vectorised over grades.
+
+    Array layout (R responses, G grades; indices are dense 0-based positions):
+
+    * ``grade_response`` (G,) int: the response each grade belongs to, in [0, R).
+    * ``grade_criterion`` (G,) int: the criterion graded, a row of ``criterion_tags``.
+    * ``grade_points`` (G,) number: the points the grade was made with (grades keep them).
+    * ``grade_met`` (G,) int: ``MET`` (1), ``NOT_MET`` (0) or ``MISSING`` (-1) for a grade
+      that failed or has not come back yet.
+    * ``response_conversation`` (R,) int: the conversation of each response, a row of
+      ``conversation_tags`` (example tags).
+    * ``criterion_tags`` / ``conversation_tags``: :class:`TagTable` (see :func:`encode_tags`).
+    * ``expected_grades`` (R,) int, optional: how many criteria each response should have
+      been graded on; a response with fewer grade rows is incomplete.
+
+    Grades need no particular order. Work and memory are O(G x tags per criterion +
+    R x distinct tags). A response counts only when it is complete and has positive points;
+    every other response is NaN in every column.
+    """
+    resp = np.asarray(grade_response, dtype=np.intp)
+    crit = np.asarray(grade_criterion, dtype=np.intp)
+    points = np.asarray(grade_points, dtype=np.float64)
+    met = np.asarray(grade_met)
+    conversation = np.asarray(response_conversation, dtype=np.intp)
+    n = conversation.size
+    if not resp.shape == crit.shape == points.shape == met.shape:
+        raise ValueError("grade arrays must have the same length")
+    if resp.size and (resp.min() < 0 or resp.max() >= n):
+        raise ValueError("grade_response must index response_conversation")
+    if not np.isin(met, (MET, NOT_MET, MISSING)).all():
+        raise ValueError("grade_met must hold MET, NOT_MET or MISSING codes")
+
+    missing = met == MISSING
+    incomplete = np.bincount(resp[missing], minlength=n) > 0
+    if expected_grades is not None:
+        expected = np.asarray(expected_grades, dtype=np.intp)
+        present = np.bincount(resp, minlength=n)
+        if (present > expected).any():
+            raise ValueError("a response has more grades than expected_grades")
+        incomplete |= present < expected
+    positive = np.where(points > 0, points, 0.0)
+    earned = np.where(met == MET, points, 0.0)
+    possible = np.bincount(resp, positive, minlength=n)
+    achieved = np.bincount(resp, earned, minlength=n)
+    scored = ~incomplete & (possible > 0)
+    overall = np.full(n, np.nan)
+    overall[scored] = achieved[scored] / possible[scored]
+    metrics: dict[str, FloatArray] = {OVERALL: overall}
+
+    rows = np.flatnonzero(scored)
+    owner, codes = _expand(conversation_tags, conversation[rows])
+    by_example_tag = np.full((len(conversation_tags.names), n), np.nan)
+    by_example_tag[codes, rows[owner]] = overall[rows[owner]]
+    for code in np.unique(codes):
+        metrics[conversation_tags.names[code]] = by_example_tag[code]
+
+    # Only grades of scored responses matter from here on.
+    keep = np.flatnonzero(scored[resp])
+    owner, codes = _expand(criterion_tags, crit[keep])
+    n_tags = len(criterion_tags.names)
+    cell = codes * n + resp[keep][owner]
+    tag_possible = np.bincount(cell, positive[keep][owner], n_tags * n).reshape(n_tags, n)
+    tag_achieved = np.bincount(cell, earned[keep][owner], n_tags * n).reshape(n_tags, n)
+    has_score = tag_possible > 0
+    by_rubric_tag = np.full((n_tags, n), np.nan)
+    np.divide(tag_achieved, tag_possible, out=by_rubric_tag, where=has_score)
+    for code in np.flatnonzero(has_score.any(axis=1)):
+        name = criterion_tags.names[code]
+        if name in metrics:
+            metrics[name] = np.where(has_score[code], by_rubric_tag[code], metrics[name])
+        else:
+            metrics[name] = by_rubric_tag[code]
+
+    n_incomplete = int(incomplete.sum())
+    return ResponseScores(
+        metrics=metrics,
+        scored=scored,
+        n_responses=n,
+        n_scored=int(scored.sum()),
+        n_incomplete=n_incomplete,
+        n_unscorable=n - n_incomplete - int(scored.sum()),
+        n_missing_grades=int(missing.sum()),
+    )
+
+
+# --- beyond the reference -----------------------------------------------------------------
+
+
+def min_weights(n: int) -> FloatArray:
+    """(n, n) matrix W: ``W[k - 1, i]`` is the chance that the i-th smallest of n values
+    (0-based) is the minimum of a uniformly random k-subset, ``C(n-1-i, k-1) / C(n, k)``.
+
+    Built from the ratio of neighbouring terms, ``(n-i-k) / (n-1-i)``, which stays in [0, 1]
+    and so never overflows the way the binomials themselves do for large n.
+    """
+    if n < 1:
+        raise ValueError("n must be at least 1")
+    k = np.arange(1, n + 1, dtype=np.float64)[:, None]
+    i = np.arange(n - 1, dtype=np.float64)[None, :]
+    ratios = np.clip((n - i - k) / (n - 1 - i), 0.0, None)
+    weights = np.empty((n, n))
+    weights[:, :1] = k / n
+    weights[:, 1:] = (k / n) * np.cumprod(ratios, axis=1)
+    return weights
+
+
+def worst_at_k(
+    scores: npt.ArrayLike, conversation: npt.ArrayLike, *, clip: bool = True
+) -> dict[int, float]:
+    """Expected worst score among k samples of a conversation, averaged over conversations.
+
+    ``scores`` and ``conversation`` are per response (NaN scores, i.e. unscored responses,
+    are dropped). For a conversation with n scored samples the exact expectation over all
+    k-subsets comes from its sorted scores and :func:`min_weights`.
+
+    k runs from 1 to the smallest n among conversations with a scored sample, so every
+    point of the curve averages the same conversations and the curve cannot rise with k.
+    With ``clip`` the means are clipped to [0, 1] like every HealthBench score, which
+    makes k = 1 equal ``overall_score`` when all conversations have the same n.
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    groups = np.asarray(conversation, dtype=np.intp)
+    keep = ~np.isnan(values)
+    values, groups = values[keep], groups[keep]
+    if values.size == 0:
+        return {}
+    order = np.lexsort((values, groups))
+    values, groups = values[order], groups[order]
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    sizes = np.diff(np.r_[starts, values.size])
+    rank = np.arange(values.size) - np.repeat(starts, sizes)
+    size_of = np.repeat(sizes, sizes)
+    k_max = int(sizes.min())
+    totals = np.zeros(k_max)
+    for size in np.unique(sizes):
+        rows = size_of == size
+        totals += min_weights(int(size))[:k_max, rank[rows]] @ values[rows]
+    means = totals / starts.size
+    if clip:
+        means = np.clip(means, 0.0, 1.0)
+    return {k: float(mean) for k, mean in enumerate(means, start=1)}
+
+
+def tag_column(table: TagTable, rows: npt.ArrayLike, prefix: str) -> tuple[IntArray, list[str]]:
+    """For each entry of ``rows``, the code of its one tag starting with ``prefix``, or -1.
+
+    Returns the codes renumbered over the matching names, and those names; e.g. the
+    ``cluster:`` tag of each grade's criterion, ready for :func:`criterion_error_rates`.
+    """
+    picked = np.array([name.startswith(prefix) for name in table.names], dtype=bool)
+    names = [name for name, keep in zip(table.names, picked) if keep]
+    renumber = np.full(len(table.names), -1, dtype=np.intp)
+    renumber[picked] = np.arange(len(names))
+    at = np.asarray(rows, dtype=np.intp)
+    owner, codes = _expand(table, at)
+    hits = renumber[codes] >= 0
+    if np.bincount(owner[hits], minlength=at.size).max(initial=0) > 1:
+        raise ValueError(f"a row has more than one {prefix!r} tag")
+    column = np.full(at.size, -1, dtype=np.intp)
+    column[owner[hits]] = renumber[codes[hits]]
+    return column, names
+
+
+def criterion_error_rates(
+    criterion_key: npt.ArrayLike,
+    grade_points: npt.ArrayLike,
+    grade_met: npt.ArrayLike,
+    names: Sequence[str],
+) -> dict[str, dict[str, float | int | None]]:
+    """How often responses get each (consensus) criterion wrong.
+
+    ``criterion_key`` (G,) gives each grade's position in ``names``, or -1 to ignore it;
+    points and met are coded as in :func:`score_grades`. An error is a grade that cost the
+    response points: a positive criterion not met, or a negative criterion ("fails to
+    refer...") met. Missing grades are neither errors nor in the denominator; they are
+    counted. Grades count one by one, whether or not their response is complete.
+    """
+    key = np.asarray(criterion_key, dtype=np.intp)
+    positive = np.asarray(grade_points, dtype=np.float64) > 0
+    met = np.asarray(grade_met)
+    used = key >= 0
+    key, positive, met = key[used], positive[used], met[used]
+    graded = met != MISSING
+    error = graded & ((met == MET) != positive)
+    size = len(names)
+    n_graded = np.bincount(key, graded, minlength=size).astype(int)
+    n_errors = np.bincount(key, error, minlength=size).astype(int)
+    n_missing = np.bincount(key, ~graded, minlength=size).astype(int)
+    return {
+        name: {
+            "error_rate": float(n_errors[j] / n_graded[j]) if n_graded[j] else None,
+            "n_errors": int(n_errors[j]),
+            "n_graded": int(n_graded[j]),
+            "n_missing": int(n_missing[j]),
+        }
+        for j, name in enumerate(names)
+    }
+
+
+def length_score_correlation(lengths: npt.ArrayLike, scores: npt.ArrayLike) -> float | None:
+    """Pearson correlation of response length (characters) with score.
+
+    Pairs with a NaN score are dropped. None when it is undefined: fewer than two pairs,
+    or either side constant (tested exactly, since a float mean of equal values can miss
+    them by one ulp and turn zero variance into noise).
+    """
+    x = np.asarray(lengths, dtype=np.float64)
+    y = np.asarray(scores, dtype=np.float64)
+    if x.shape != y.shape:
+        raise ValueError("lengths and scores must have the same length")
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[keep], y[keep]
+    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    dx, dy = x - x.mean(), y - y.mean()
+    r = (dx @ dy) / np.sqrt((dx @ dx) * (dy @ dy))
+    return float(np.clip(r, -1.0, 1.0))
