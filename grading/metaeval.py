@@ -128,7 +128,7 @@ def labels_from_rows(rows: Iterable[Mapping]) -> MetaEvalLabels:
             raise ValueError(f"row {index}: {len(labels)} labels but {len(ids)} physician ids")
         code = categories.setdefault(row["category"], len(categories))
         n_items = index + 1
-        for verdict, pid in zip(labels, ids):
+        for verdict, pid in zip(labels, ids, strict=True):
             item.append(index)
             category.append(code)
             physician.append(physicians.setdefault(pid, len(physicians)))
@@ -251,7 +251,7 @@ def physician_agreement(labels: MetaEvalLabels) -> dict[str, dict[str, Metric]]:
                 out[f"{prefixes[scope]}pairwise_physician_{key}"] = {
                     pid: {"n": nn, "value": vv}
                     for pid, nn, vv in zip(
-                        ids[rows].tolist(), n[rows, scope].tolist(), value[rows, scope].tolist()
+                        ids[rows].tolist(), n[rows, scope].tolist(), value[rows, scope].tolist(), strict=True
                     )
                 }
     return out
@@ -420,9 +420,7 @@ def meta_eval_report(
     return {
         "model": model,
         "physician": physicians,
-        "intervals": bootstrap_f1_intervals(
-            labels, grader, n_resamples=n_resamples, confidence=confidence, seed=seed
-        ),
+        "intervals": bootstrap_f1_intervals(labels, grader, n_resamples=n_resamples, confidence=confidence, seed=seed),
         "rank": grader_rank(model, physicians),
         "disagreements": majority_disagreements(labels, grader),
     }

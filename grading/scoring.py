@@ -25,6 +25,7 @@ The semantics are those of openai/simple-evals ``healthbench_eval.py``; the gold
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple, TypedDict
 
@@ -132,11 +133,13 @@ def bootstrap_std(
 
 
 def _summarise(
-    columns: Iterable[tuple[str, FloatArray]], n_resamples: int, seed: Seed
+    columns: Iterable[tuple[str, FloatArray]], n_resamples: int, seed: int | None
 ) -> dict[str, float | int]:
-    rng = np.random.default_rng(seed)
     out: dict[str, float | int] = {}
     for name, values in columns:
+        # One random stream per metric name, so that a metric's std does not change when
+        # the run gains another tag or the metrics come in another order.
+        rng = np.random.default_rng(None if seed is None else [seed, zlib.crc32(name.encode())])
         out[name] = clipped_mean(values)
         out[f"{name}:n_samples"] = int(values.size)
         out[f"{name}:bootstrap_std"] = bootstrap_std(values, n_resamples=n_resamples, seed=rng)
@@ -147,7 +150,7 @@ def aggregate(
     per_response: Iterable[Mapping[str, float]],
     *,
     n_resamples: int = N_RESAMPLES,
-    seed: Seed = None,
+    seed: int | None = None,
 ) -> dict[str, float | int]:
     """Run metrics from per-response metric dicts (as returned by :func:`example_metrics`)."""
     columns: dict[str, list[float]] = {}
@@ -162,7 +165,7 @@ def aggregate_columns(
     columns: Mapping[str, npt.ArrayLike],
     *,
     n_resamples: int = N_RESAMPLES,
-    seed: Seed = None,
+    seed: int | None = None,
 ) -> dict[str, float | int]:
     """Run metrics from per-response columns in which NaN means "this response lacks it"."""
     arrays = []
