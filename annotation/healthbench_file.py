@@ -5,6 +5,7 @@ row back out exactly as the public files do (Python `json.dumps` default style, 
 public order), so that export(import(line)) == line.
 """
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,22 +43,52 @@ class RubricItem:
 
     @property
     def level(self) -> str:
-        return _tag_value(self.tags, "level")
+        return _tag_info(self.tags).level
 
     @property
     def axis(self) -> str:
-        return _tag_value(self.tags, "axis")
+        return _tag_info(self.tags).axis
 
     @property
     def cluster(self) -> str | None:
         """The full `cluster:...` tag of a consensus criterion, else None."""
-        for tag in self.tags:
-            if tag.startswith("cluster:"):
-                return tag
-        return None
+        return _tag_info(self.tags).cluster
 
     def key(self) -> tuple[str, int, tuple[str, ...]]:
         return (self.criterion, self.points, self.tags)
+
+
+@dataclass(frozen=True)
+class TagInfo:
+    level: str
+    axis: str
+    cluster: str | None
+    problem: str | None
+
+
+@functools.lru_cache(maxsize=4096)
+def _tag_info(tags: tuple[str, ...]) -> TagInfo:
+    # A file holds only a few dozen distinct tag lists: check and read each once.
+    levels = [t for t in tags if t.startswith("level:")]
+    axes = [t for t in tags if t.startswith("axis:")]
+    clusters = [t for t in tags if t.startswith("cluster:")]
+    problem = None
+    if len(set(tags)) != len(tags):
+        problem = f"tag {next(t for t in tags if tags.count(t) > 1)!r} appears twice"
+    elif levels not in (["level:example"], ["level:cluster"]):
+        problem = "needs exactly one level tag, level:example or level:cluster"
+    elif len(axes) != 1 or axes[0][5:] not in AXES:
+        problem = f"needs exactly one axis tag, one of {', '.join('axis:' + a for a in AXES)}"
+    elif levels == ["level:cluster"] and len(clusters) != 1:
+        problem = "a level:cluster criterion needs exactly one cluster: tag"
+    elif levels == ["level:example"] and clusters:
+        problem = "a level:example criterion cannot carry a cluster: tag"
+    return TagInfo(
+        level=levels[0][6:] if levels else "",
+        axis=axes[0][5:] if axes else "",
+        cluster=clusters[0] if clusters else None,
+        problem=problem,
+    )
 
 
 @dataclass(frozen=True)
@@ -77,13 +108,6 @@ class HealthBenchRow:
     ideal: IdealData | None
     canary: str | None
     theme: str = field(default="")
-
-
-def _tag_value(tags: tuple[str, ...] | list[str], prefix: str) -> str:
-    for tag in tags:
-        if tag.startswith(prefix + ":"):
-            return tag[len(prefix) + 1 :]
-    return ""
 
 
 def _fail(line: int, field_name: str, message: str) -> RowInvalid:
@@ -155,19 +179,11 @@ def _parse_rubric_item(line: int, i: int, value: Any) -> RubricItem:
         raise _fail(line, f"{where}.points", f"{points} is outside -10..10")
     if points == 0:
         raise _fail(line, f"{where}.points", "0 points is not allowed: a criterion rewards or penalises")
-    tags = _string_list(line, f"{where}.tags", value["tags"], unique=True)
-    levels = [t for t in tags if t.startswith("level:")]
-    if levels not in (["level:example"], ["level:cluster"]):
-        raise _fail(line, f"{where}.tags", "needs exactly one level tag, level:example or level:cluster")
-    axes = [t for t in tags if t.startswith("axis:")]
-    if len(axes) != 1 or axes[0][5:] not in AXES:
-        raise _fail(line, f"{where}.tags", f"needs exactly one axis tag, one of {', '.join('axis:' + a for a in AXES)}")
-    clusters = [t for t in tags if t.startswith("cluster:")]
-    if levels == ["level:cluster"] and len(clusters) != 1:
-        raise _fail(line, f"{where}.tags", "a level:cluster criterion needs exactly one cluster: tag")
-    if levels == ["level:example"] and clusters:
-        raise _fail(line, f"{where}.tags", "a level:example criterion cannot carry a cluster: tag")
-    return RubricItem(criterion=text, points=points, tags=tuple(tags))
+    tags = tuple(_string_list(line, f"{where}.tags", value["tags"], unique=False))
+    problem = _tag_info(tags).problem
+    if problem:
+        raise _fail(line, f"{where}.tags", problem)
+    return RubricItem(criterion=text, points=points, tags=tags)
 
 
 def _parse_ideal(line: int, value: Any) -> IdealData | None:

@@ -1,5 +1,6 @@
 """Importing HealthBench eval files into the database: one transaction, merge by prompt_id."""
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from django.db import transaction
 from annotation.healthbench_file import HealthBenchRow, IdealData, RowError, RowInvalid, parse_line
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Subset, SubsetMember
 from annotation.rubric_merge import plan_rubric_merge
+from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
 MAX_ERRORS = 50
 SUBSET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
@@ -135,17 +137,22 @@ def _catalogue(rows: list[HealthBenchRow], summary: ImportSummary) -> dict[str, 
     return found
 
 
-def _criterion(conversation: Conversation, position: int, item, catalogue: dict) -> Criterion:
-    return Criterion(
-        conversation=conversation,
-        position=position,
-        text=item.criterion,
-        points=item.points,
-        tags=list(item.tags),
-        level=item.level,
-        axis=item.axis,
-        consensus_criterion=catalogue[item.cluster] if item.cluster else None,
-    )
+CRITERION_COLUMNS = [
+    "conversation_id", "position", "text", "points", "tags", "level", "axis",
+    "consensus_criterion_id", "author_id", "flagged_for_review", "created", "updated",
+]  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _tags_json(tags: tuple[str, ...]) -> str:
+    # A file has only a few dozen distinct tag lists: encode each once.
+    return db_json(list(tags))
+
+
+def _criterion_row(conversation_id: int, position: int, item, catalogue: dict, now) -> tuple:
+    consensus = catalogue[item.cluster].id if item.cluster else None
+    return (conversation_id, position, item.criterion, item.points, _tags_json(item.tags),
+            item.level, item.axis, consensus, None, False, now, now)  # fmt: skip
 
 
 def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary:
@@ -157,35 +164,29 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
         for c in Conversation.objects.filter(prompt_id__in=prompt_ids[start : start + CHUNK]):
             existing[c.prompt_id] = c
     existing_ids = [c.id for c in existing.values()]
-    stored_criteria: dict[int, list[Criterion]] = {}
+    stored_criteria: dict[int, list[tuple]] = {}
     ideals: dict[int, IdealResponse] = {}
     for start in range(0, len(existing_ids), CHUNK):
         chunk = existing_ids[start : start + CHUNK]
-        for criterion in Criterion.objects.filter(conversation_id__in=chunk).order_by("conversation_id", "position", "id"):
-            stored_criteria.setdefault(criterion.conversation_id, []).append(criterion)
+        stored = Criterion.objects.filter(conversation_id__in=chunk).order_by("conversation_id", "position", "id")
+        for cid, pk, position, text, points, tags in stored.values_list("conversation_id", "id", "position", "text", "points", "tags"):
+            stored_criteria.setdefault(cid, []).append((pk, position, (text, points, tuple(tags))))
         for ideal in IdealResponse.objects.filter(conversation_id__in=chunk, from_dataset=True):
             ideals[ideal.conversation_id] = ideal
 
     errors: list[RowError] = []
-    new_conversations: list[tuple[HealthBenchRow, Conversation]] = []
-    new_criteria: list[Criterion] = []
+    new_rows: list[HealthBenchRow] = []
+    merged_criteria: list[tuple[int, int, object]] = []  # (conversation id, position, item)
     moved: list[Criterion] = []
     for row in rows:
         conversation = existing.get(row.prompt_id)
         if conversation is None:
-            conversation = Conversation(
-                prompt_id=row.prompt_id,
-                messages=row.messages,
-                example_tags=row.example_tags,
-                theme=row.theme,
-                canary=row.canary,
-            )
-            new_conversations.append((row, conversation))
+            new_rows.append(row)
             continue
         summary.conversations_merged += 1
         errors.extend(_conflicts(row, conversation, _existing_ideal(conversation.id, ideals)))
         stored = stored_criteria.get(conversation.id, [])
-        plan = plan_rubric_merge([(c.text, c.points, tuple(c.tags)) for c in stored], [i.key() for i in row.rubrics])
+        plan = plan_rubric_merge([key for _, _, key in stored], [i.key() for i in row.rubrics])
         if plan.conflict:
             summary.warnings.append(
                 f"line {row.line}: prompt_id {row.prompt_id!r} had criteria this row lacks; kept them after the row's criteria"
@@ -194,47 +195,54 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
             continue
         for position, (kind, index) in enumerate(plan.order):
             if kind == "new":
-                new_criteria.append(_criterion(conversation, position, row.rubrics[index], catalogue))
-            elif stored[index].position != position:
-                stored[index].position = position
-                moved.append(stored[index])
+                merged_criteria.append((conversation.id, position, row.rubrics[index]))
+            elif stored[index][1] != position:
+                moved.append(Criterion(id=stored[index][0], position=position))
     if errors:
-        raise ImportFailed(errors[: MAX_ERRORS])
+        raise ImportFailed(errors[:MAX_ERRORS])
 
-    Conversation.objects.bulk_create([c for _, c in new_conversations], batch_size=500)
-    for row, conversation in new_conversations:
-        new_criteria.extend(_criterion(conversation, i, item, catalogue) for i, item in enumerate(row.rubrics))
-    Criterion.objects.bulk_create(new_criteria, batch_size=2000)
-    Criterion.objects.bulk_update(moved, ["position"], batch_size=1000)
-    IdealResponse.objects.bulk_create(
+    now = db_now()
+    codes = iter(new_codes(len(new_rows) * 2))
+    new_ids = insert_rows(
+        Conversation,
+        ["code", "prompt_id", "messages", "example_tags", "theme", "canary", "author_id", "created"],
         [
-            IdealResponse(
-                conversation=conversation,
-                text=row.ideal.completion,
-                group=row.ideal.group,
-                reference_responses=list(row.ideal.ref_completions),
-                condition=IdealResponse.Condition.WITH_REFERENCE
-                if row.ideal.ref_completions
-                else IdealResponse.Condition.NO_REFERENCE,
-                from_dataset=True,
-            )
-            for row, conversation in new_conversations
-            if row.ideal is not None
+            (next(codes), r.prompt_id, db_json(r.messages), db_json(r.example_tags), r.theme, r.canary, None, now)
+            for r in new_rows
         ],
-        batch_size=500,
     )
-    summary.conversations_created = len(new_conversations)
-    summary.criteria_created = len(new_criteria)
+    criterion_rows = [_criterion_row(cid, pos, item, catalogue, now) for cid, pos, item in merged_criteria]
+    for row, cid in zip(new_rows, new_ids):
+        criterion_rows.extend(_criterion_row(cid, i, item, catalogue, now) for i, item in enumerate(row.rubrics))
+    insert_rows(Criterion, CRITERION_COLUMNS, criterion_rows)
+    Criterion.objects.bulk_update(moved, ["position"], batch_size=1000)
+    insert_rows(
+        IdealResponse,
+        ["code", "conversation_id", "author_id", "text", "condition", "group", "reference_responses", "from_dataset", "created"],
+        [
+            (next(codes), cid, None, r.ideal.completion, _condition(r.ideal), r.ideal.group,
+             db_json(list(r.ideal.ref_completions)), True, now)  # fmt: skip
+            for r, cid in zip(new_rows, new_ids)
+            if r.ideal is not None
+        ],
+    )
+    summary.conversations_created = len(new_rows)
+    summary.criteria_created = len(criterion_rows)
 
-    conversation_ids = [existing[r.prompt_id].id if r.prompt_id in existing else None for r in rows]
-    by_prompt = {c.prompt_id: c.id for _, c in new_conversations}
-    conversation_ids = [cid if cid is not None else by_prompt[r.prompt_id] for cid, r in zip(conversation_ids, rows)]
+    by_prompt = dict(zip((r.prompt_id for r in new_rows), new_ids))
+    conversation_ids = [existing[r.prompt_id].id if r.prompt_id in existing else by_prompt[r.prompt_id] for r in rows]
     for name in ["all"] + ([subset_name] if subset_name and subset_name != "all" else []):
-        summary.memberships_created += _add_members(name, conversation_ids)
+        summary.memberships_created += _add_members(name, conversation_ids, now)
     return summary
 
 
-def _add_members(name: str, conversation_ids: list[int]) -> int:
+def _condition(ideal: IdealData) -> str:
+    if ideal.ref_completions:
+        return IdealResponse.Condition.WITH_REFERENCE
+    return IdealResponse.Condition.NO_REFERENCE
+
+
+def _add_members(name: str, conversation_ids: list[int], now) -> int:
     subset, _ = Subset.objects.get_or_create(name=name, defaults={"kind": subset_kind(name)})
     present = set()
     for start in range(0, len(conversation_ids), CHUNK):
@@ -243,6 +251,6 @@ def _add_members(name: str, conversation_ids: list[int]) -> int:
                 subset=subset, conversation_id__in=conversation_ids[start : start + CHUNK]
             ).values_list("conversation_id", flat=True)
         )
-    new = [SubsetMember(subset=subset, conversation_id=cid) for cid in conversation_ids if cid not in present]
-    SubsetMember.objects.bulk_create(new, batch_size=2000)
+    new = [(subset.id, cid, now) for cid in conversation_ids if cid not in present]
+    insert_rows(SubsetMember, ["subset_id", "conversation_id", "added"], new)
     return len(new)

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from annotation.fields import JSONTextField
+
 THEMES = [
     "global_health",
     "hedging",
@@ -112,7 +114,7 @@ class Conversation(models.Model):
 
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     prompt_id = models.CharField(max_length=100, unique=True)
-    messages = models.JSONField(help_text="[{content, role}, ...] ending with a user turn")
+    messages = JSONTextField(help_text="[{content, role}, ...] ending with a user turn")
     example_tags = models.JSONField(default=list, blank=True)
     # Derived from example_tags (theme:...) so that lists can filter by it.
     theme = models.CharField(max_length=32, blank=True, db_index=True)
@@ -145,8 +147,8 @@ class Criterion(models.Model):
         EXAMPLE = "example"
         CLUSTER = "cluster"
 
-    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="criteria")
+    # No index of its own: criterion_rubric_order (conversation, position) serves these lookups.
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="criteria", db_index=False)
     position = models.PositiveIntegerField(default=0)
     text = models.TextField()
     points = models.SmallIntegerField()
@@ -224,7 +226,7 @@ class IdealResponse(models.Model):
     condition = models.CharField(max_length=16, choices=Condition.choices, default=Condition.NO_REFERENCE)
     # "Group 1" (no reference), "Group 2"/"Group 3" (references from older/newer models).
     group = models.CharField(max_length=32, blank=True)
-    reference_responses = models.JSONField(default=list, blank=True)
+    reference_responses = JSONTextField(default=list, blank=True)
     # True for the one that came from (and is written back to) a HealthBench file.
     from_dataset = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)

@@ -39,15 +39,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 
 # Cell order of a 2x2 confusion row: index = 2 * rater_said_yes + other_said_yes.
 TN, FN, FP, TP = 0, 1, 2, 3
-CLASSES = ("pos", "neg", "balanced")
 METRICS = ("precision", "recall", "f1")
 MACRO_F1 = "f1_balanced"
+
+# One grader label per item: 1/0 or True/False, NaN or None where it gave none.
+GraderLabels = np.ndarray | Sequence[bool | float | None]
 
 
 class Metric(TypedDict):
@@ -113,7 +115,7 @@ class MetaEvalLabels:
         object.__setattr__(self, "physician_ids", tuple(self.physician_ids))
 
 
-def labels_from_rows(rows: Iterable[Mapping]) -> MetaEvalLabels:
+def labels_from_rows(rows: Iterable[Mapping[str, Any]]) -> MetaEvalLabels:
     """Flatten meta-eval rows (``category``, ``binary_labels``, ``anonymized_physician_ids``).
 
     Items are numbered in row order; categories and physicians in order of first appearance.
@@ -144,7 +146,7 @@ def labels_from_rows(rows: Iterable[Mapping]) -> MetaEvalLabels:
     )
 
 
-def _grader(grader: np.ndarray | Sequence, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+def _grader(grader: GraderLabels, n_items: int) -> tuple[np.ndarray, np.ndarray]:
     """Return (said_yes, present) boolean arrays from the grader's per-item labels."""
     g = np.asarray(grader, dtype=float)
     if g.shape != (n_items,):
@@ -163,7 +165,7 @@ def _tallies(labels: MetaEvalLabels) -> tuple[np.ndarray, np.ndarray]:
     return yes, total - yes
 
 
-def _confusion(group: np.ndarray, cell: np.ndarray, n_groups: int, weight=None) -> np.ndarray:
+def _confusion(group: np.ndarray, cell: np.ndarray, n_groups: int, weight: np.ndarray | None = None) -> np.ndarray:
     flat = np.bincount(group * 4 + cell, weights=weight, minlength=n_groups * 4)
     # Weighted bincount sums in float64; the counts are small integers, so rint is exact.
     return np.rint(flat).astype(np.int64).reshape(n_groups, 4)
@@ -173,7 +175,7 @@ def _metric_table(counts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]
     """Every metric as (n, value) arrays over the leading axes of ``counts`` (..., 4).
 
     Undefined values are NaN. The arithmetic mirrors the reference step by step
-    (ratio, then 2pr/(p+r), then the mean) so results agree to the last bit or so.
+    (ratio, then 2pr/(p+r), then the mean), so the golden files match to the last bit.
     """
     tn, fn, fp, tp = (counts[..., k] for k in (TN, FN, FP, TP))
     table: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -192,9 +194,14 @@ def _metric_table(counts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]
     return table
 
 
-def _scope_prefixes(labels: MetaEvalLabels) -> list[str]:
+def _scope_prefixes(names: Sequence[str]) -> list[str]:
     # Category groups first, the overall group last (index = number of categories).
-    return [f"{name}: " for name in labels.category_names] + [""]
+    return [f"{name}: " for name in names] + [""]
+
+
+def _scope_order(n_scopes: int) -> list[int]:
+    # Overall (the last group) first in every output dict, then categories in order.
+    return [n_scopes - 1, *range(n_scopes - 1)]
 
 
 def _with_overall(counts: np.ndarray) -> np.ndarray:
@@ -202,7 +209,7 @@ def _with_overall(counts: np.ndarray) -> np.ndarray:
     return np.concatenate([counts, counts.sum(axis=-2, keepdims=True)], axis=-2)
 
 
-def _grader_counts(labels: MetaEvalLabels, grader) -> np.ndarray:
+def _grader_counts(labels: MetaEvalLabels, grader: GraderLabels) -> np.ndarray:
     said_yes, present = _grader(grader, labels.n_items)
     graded = present[labels.item]
     cell = 2 * said_yes[labels.item[graded]] + labels.label[graded]
@@ -210,12 +217,12 @@ def _grader_counts(labels: MetaEvalLabels, grader) -> np.ndarray:
     return _with_overall(counts)
 
 
-def grader_agreement(labels: MetaEvalLabels, grader) -> dict[str, Metric]:
+def grader_agreement(labels: MetaEvalLabels, grader: GraderLabels) -> dict[str, Metric]:
     """Pairwise agreement of the grader with every physician label, overall and per category."""
     table = _metric_table(_grader_counts(labels, grader))
-    prefixes = _scope_prefixes(labels)
+    prefixes = _scope_prefixes(labels.category_names)
     out: dict[str, Metric] = {}
-    for scope in reversed(range(len(prefixes))):  # overall first, as a reader expects
+    for scope in _scope_order(len(prefixes)):
         for key, (n, value) in table.items():
             if not np.isnan(value[scope]):
                 out[f"{prefixes[scope]}pairwise_model_{key}"] = {
@@ -241,10 +248,10 @@ def physician_agreement(labels: MetaEvalLabels) -> dict[str, dict[str, Metric]]:
     weights = np.concatenate([yes[labels.item] - said, no[labels.item] - (1 - said)])
     counts = _confusion(np.concatenate([group, group]), cells, len(labels.physician_ids) * n_cat, weights)
     table = _metric_table(_with_overall(counts.reshape(len(labels.physician_ids), n_cat, 4)))
-    prefixes = _scope_prefixes(labels)
+    prefixes = _scope_prefixes(labels.category_names)
     ids = np.array(labels.physician_ids, dtype=object)
     out: dict[str, dict[str, Metric]] = {}
-    for scope in reversed(range(len(prefixes))):
+    for scope in _scope_order(len(prefixes)):
         for key, (n, value) in table.items():
             rows = np.flatnonzero(~np.isnan(value[:, scope]))
             if rows.size:
@@ -259,7 +266,7 @@ def physician_agreement(labels: MetaEvalLabels) -> dict[str, dict[str, Metric]]:
 
 def bootstrap_f1_intervals(
     labels: MetaEvalLabels,
-    grader,
+    grader: GraderLabels,
     *,
     n_resamples: int = 1000,
     confidence: float = 0.95,
@@ -271,7 +278,8 @@ def bootstrap_f1_intervals(
     replacement: within the category for per-category intervals, across all items for the
     overall one. An item's pairs depend only on (category, grader label, yes count, no
     count), so drawing n items is the same as a multinomial draw over those few item types;
-    that keeps 1000 resamples of 30k items to a few milliseconds. Resamples in which the
+    the cost follows the number of types, not items (about 0.1 s for 1000 resamples at the
+    paper's size, against 30 million index draws done naively). Resamples in which the
     macro F1 is undefined are dropped from the percentiles and counted in ``n_defined``.
     Keys are the metric names, as in ``grader_agreement``; scopes whose macro F1 is
     undefined are left out.
@@ -320,10 +328,10 @@ def bootstrap_f1_intervals(
     point_f1 = _metric_table(point)[MACRO_F1][1]
     boot_f1 = _metric_table(np.concatenate([per_cat_counts, overall_counts[:, None]], axis=1))[MACRO_F1][1]
 
-    prefixes = [f"{labels.category_names[c]}: " for c in cats.tolist()] + [""]
+    prefixes = _scope_prefixes([labels.category_names[c] for c in cats.tolist()])
     tail = (1 - confidence) / 2
     out: dict[str, Interval] = {}
-    for scope in reversed(range(len(prefixes))):
+    for scope in _scope_order(len(prefixes)):
         if np.isnan(point_f1[scope]):
             continue
         defined = boot_f1[:, scope][~np.isnan(boot_f1[:, scope])]
@@ -365,23 +373,25 @@ def grader_rank(
     for prefix in scopes:
         grader_metric = model.get(prefix + model_base)
         values = np.array([m["value"] for m in physicians.get(prefix + doc_base, {}).values()])
-        entry: Rank = {
-            "value": None, "n_physicians": int(values.size), "n_higher": None,
-            "n_tied": None, "n_lower": None, "rank": None, "percentile": None,
+        if grader_metric is None:
+            out[prefix + model_base] = {
+                "value": None, "n_physicians": values.size, "n_higher": None,
+                "n_tied": None, "n_lower": None, "rank": None, "percentile": None,
+            }  # fmt: skip
+            continue
+        value = grader_metric["value"]
+        higher = int(np.sum(values > value + tie_tolerance))
+        lower = int(np.sum(values < value - tie_tolerance))
+        tied = values.size - higher - lower
+        out[prefix + model_base] = {
+            "value": value, "n_physicians": values.size, "n_higher": higher,
+            "n_tied": tied, "n_lower": lower, "rank": higher + 1,
+            "percentile": 100.0 * (lower + 0.5 * tied) / values.size if values.size else None,
         }  # fmt: skip
-        if grader_metric is not None:
-            value = grader_metric["value"]
-            higher = int(np.sum(values > value + tie_tolerance))
-            lower = int(np.sum(values < value - tie_tolerance))
-            tied = int(values.size) - higher - lower
-            entry.update(value=value, n_higher=higher, n_tied=tied, n_lower=lower, rank=higher + 1)
-            if values.size:
-                entry["percentile"] = 100.0 * (lower + 0.5 * tied) / values.size
-        out[prefix + model_base] = entry
     return out
 
 
-def majority_disagreements(labels: MetaEvalLabels, grader) -> dict[str, list]:
+def majority_disagreements(labels: MetaEvalLabels, grader: GraderLabels) -> dict[str, list[Any]]:
     """Items where the grader's label differs from the physicians' strict majority.
 
     A tie among physicians has no majority, so it is not a disagreement; tied items the
@@ -408,12 +418,12 @@ def majority_disagreements(labels: MetaEvalLabels, grader) -> dict[str, list]:
 
 def meta_eval_report(
     labels: MetaEvalLabels,
-    grader,
+    grader: GraderLabels,
     *,
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int | np.random.Generator | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Everything the meta-evaluation page shows, as one plain dict."""
     model = grader_agreement(labels, grader)
     physicians = physician_agreement(labels)

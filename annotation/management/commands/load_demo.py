@@ -1,0 +1,262 @@
+"""Load the demo: our own small dataset, demo accounts, model responses and a finished run.
+
+Everything here is written by the project for demonstration (annotation/demo/); none of it is
+public HealthBench data. Running the command again converges on the same state.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.healthbench_import import ImportFailed, ImportSummary, import_healthbench_lines
+from annotation.models import ConsensusVote, Conversation, Criterion, Physician, PhysicianLabel
+from grading.models import Grade, Response, Run
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+DATASET = DEMO_DIR / "demo_dataset.jsonl"
+RESPONSES = DEMO_DIR / "demo_responses.jsonl"
+DEMO_SUBSET = "demo"
+DEMO_MODEL = "demo-model-a"
+DEMO_RUN = "demo-run"
+# Published in the README: fine on a laptop, refused when DEBUG is off (see the command).
+DEFAULT_PASSWORD = "healthbench-demo"
+
+
+@dataclass(frozen=True)
+class DemoAccount:
+    username: str
+    role: str
+    superuser: bool
+    specialty: str
+    country: str
+    languages: tuple[str, ...]
+    career_stage: str
+
+
+ACCOUNTS = [
+    DemoAccount("physician", Physician.Role.PHYSICIAN, False, "Emergency medicine", "Kenya", ("en", "sw"), Physician.CareerStage.MID),
+    DemoAccount("physician2", Physician.Role.PHYSICIAN, False, "Family medicine", "Brazil", ("pt", "en", "es"), Physician.CareerStage.EARLY),
+    # A superuser so that the admin lists every model, including users and groups.
+    DemoAccount("curator", Physician.Role.CURATOR, True, "Internal medicine", "United Kingdom", ("en",), Physician.CareerStage.SENIOR),
+    DemoAccount("researcher", Physician.Role.RESEARCHER, False, "Public health", "United States", ("en", "fr"), Physician.CareerStage.EARLY),
+]
+
+
+@dataclass(frozen=True)
+class DemoResponse:
+    response: Response
+    # Positions in the conversation's rubric that this response really meets, as its
+    # author judged them: the ground truth the demo grader and physicians start from.
+    criteria_met: frozenset[int]
+
+
+@dataclass(frozen=True)
+class DemoSummary:
+    accounts: list[Physician]
+    password: str
+    dataset: ImportSummary
+    responses: int
+    run: Run
+    grades: int
+    votes: int
+    labels: int
+
+
+def _flip(salt: str, *parts: object, one_in: int) -> bool:
+    """A stable pseudo-random choice, so that every load gives the same demo data."""
+    digest = hashlib.sha256(":".join([salt, *map(str, parts)]).encode()).digest()
+    return digest[0] % one_in == 0
+
+
+def demo_accounts_create(*, password: str) -> list[Physician]:
+    User = get_user_model()
+    physicians = []
+    for account in ACCOUNTS:
+        user, _ = User.objects.get_or_create(username=account.username)
+        user.email = f"{account.username}@demo.invalid"
+        user.is_staff = account.superuser
+        user.is_superuser = account.superuser
+        user.is_active = True
+        user.set_password(password)
+        user.save()
+        physician, _ = Physician.objects.update_or_create(
+            user=user,
+            defaults={
+                "role": account.role,
+                "status": Physician.Status.ACTIVE,
+                "specialty": account.specialty,
+                "country": account.country,
+                "languages": list(account.languages),
+                "career_stage": account.career_stage,
+            },
+        )
+        physicians.append(physician)
+    return physicians
+
+
+def demo_dataset_import() -> ImportSummary:
+    with DATASET.open("rb") as lines:
+        return import_healthbench_lines(lines, subset_name=DEMO_SUBSET)
+
+
+def demo_responses_create() -> list[DemoResponse]:
+    rows = [json.loads(line) for line in RESPONSES.read_text().splitlines() if line.strip()]
+    conversations = Conversation.objects.in_bulk([row["prompt_id"] for row in rows], field_name="prompt_id")
+    created = []
+    for row in rows:
+        response, _ = Response.objects.update_or_create(
+            conversation=conversations[row["prompt_id"]],
+            source=Response.Source.SAMPLED,
+            model_name=DEMO_MODEL,
+            sample_index=row["sample_index"],
+            defaults={
+                "text": row["text"],
+                "parameters": {"temperature": 0.7},
+                "completion_id": f"demo:{row['prompt_id']}:{row['sample_index']}",
+            },
+        )
+        created.append(DemoResponse(response, frozenset(row["criteria_met"])))
+    return created
+
+
+def _rubric(conversation_id: int) -> list[Criterion]:
+    return list(Criterion.objects.filter(conversation_id=conversation_id).order_by("position", "id"))
+
+
+def _demo_grade(run: Run, item: DemoResponse, position: int, criterion: Criterion) -> Grade:
+    met = position in item.criteria_met
+    # The demo grader gets about one item in nine wrong, so the agreement report has
+    # disagreements to show.
+    if _flip("grader", criterion.conversation_id, item.response.sample_index, position, one_in=9):
+        met = not met
+    explanation = (
+        "The response does what this criterion describes."
+        if met
+        else "The response does not do what this criterion describes."
+    )
+    return Grade(
+        run=run,
+        response=item.response,
+        criterion=criterion,
+        position=position,
+        criterion_text=criterion.text,
+        points=criterion.points,
+        tags=criterion.tags,
+        status=Grade.Status.GRADED,
+        met=met,
+        explanation=f"Demo grade, no model was called. {explanation}",
+        raw_output=json.dumps({"explanation": explanation, "criteria_met": met}),
+        attempts=1,
+    )
+
+
+def demo_run_create(*, responses: list[DemoResponse]) -> tuple[Run, int]:
+    now = timezone.now()
+    run, _ = Run.objects.get_or_create(
+        name=DEMO_RUN,
+        defaults={"status": Run.Status.DONE, "policy_model": DEMO_MODEL, "samples": 2, "started": now, "finished": now},
+    )
+    if run.status != Run.Status.DONE:
+        run.status = Run.Status.DONE
+        run.save(update_fields=["status"])
+    # Rebuilt whole each time: the demo rubric or responses may have changed since the last load.
+    run.grades.all().delete()
+    grades = [
+        _demo_grade(run, item, position, criterion)
+        for item in responses
+        for position, criterion in enumerate(_rubric(item.response.conversation_id))
+    ]
+    Grade.objects.bulk_create(grades)
+    return run, len(grades)
+
+
+def demo_votes_create(*, physicians: list[Physician]) -> int:
+    """Both demo physicians agreed that each attached consensus criterion applies."""
+    attached = Criterion.objects.filter(
+        conversation__subsets__name=DEMO_SUBSET, consensus_criterion__isnull=False
+    ).values_list("conversation_id", "consensus_criterion_id")
+    count = 0
+    for conversation_id, consensus_criterion_id in attached:
+        for physician in physicians:
+            ConsensusVote.objects.update_or_create(
+                physician=physician,
+                conversation_id=conversation_id,
+                consensus_criterion_id=consensus_criterion_id,
+                defaults={"applies": True},
+            )
+            count += 1
+    return count
+
+
+def demo_labels_create(*, physicians: list[Physician], responses: list[DemoResponse]) -> int:
+    """Physician labels on the consensus criteria: the ground truth for the agreement report."""
+    count = 0
+    for item in responses:
+        for position, criterion in enumerate(_rubric(item.response.conversation_id)):
+            if criterion.consensus_criterion_id is None:
+                continue
+            for physician in physicians:
+                met = position in item.criteria_met
+                # Physicians disagree with each other now and then too.
+                if physician.user.username != "physician" and _flip(
+                    "label", criterion.conversation_id, item.response.sample_index, position, one_in=5
+                ):
+                    met = not met
+                PhysicianLabel.objects.update_or_create(
+                    physician=physician, response=item.response, criterion=criterion, defaults={"met": met}
+                )
+                count += 1
+    return count
+
+
+@transaction.atomic
+def demo_load(*, password: str) -> DemoSummary:
+    accounts = demo_accounts_create(password=password)
+    dataset = demo_dataset_import()
+    responses = demo_responses_create()
+    run, grades = demo_run_create(responses=responses)
+    physicians = [p for p in accounts if p.role == Physician.Role.PHYSICIAN]
+    votes = demo_votes_create(physicians=physicians)
+    labels = demo_labels_create(physicians=physicians, responses=responses)
+    return DemoSummary(accounts, password, dataset, len(responses), run, grades, votes, labels)
+
+
+class Command(BaseCommand):
+    help = (
+        "Load the demo: about ten conversations written for this project (subsets 'all' and 'demo'), "
+        "demo accounts for each role, two responses per conversation from 'demo-model-a', a finished "
+        "run 'demo-run' with its grades, and some consensus votes and physician labels. Running it "
+        "again changes nothing but resets the demo accounts' passwords. Everything is written in one "
+        "transaction."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--password",
+            help=f"password for every demo account (default {DEFAULT_PASSWORD!r}; required when DEBUG is off)",
+        )
+
+    def handle(self, *args, password: str | None, **options):
+        if password is None:
+            if not settings.DEBUG:
+                raise CommandError("DEBUG is off: pass --password so that the demo accounts do not get the published default")
+            password = DEFAULT_PASSWORD
+        try:
+            summary = demo_load(password=password)
+        except ImportFailed as exc:
+            raise CommandError(f"{DATASET} is not a valid HealthBench file:\n{exc}") from None
+        self.stdout.write(
+            f"Demo dataset: {summary.dataset}.\n"
+            f"Demo run '{summary.run.name}': {summary.responses} responses, {summary.grades} grades; "
+            f"{summary.votes} consensus votes, {summary.labels} physician labels."
+        )
+        self.stdout.write(f"Demo accounts (password: {summary.password}):")
+        for physician in summary.accounts:
+            self.stdout.write(f"  {physician.user.username:<12} {physician.role:<11} {physician.specialty}, {physician.country}")
