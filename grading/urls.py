@@ -1,1 +1,7 @@
-urlpatterns: list = []
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("grading.urls_runs")),
+    path("", include("grading.urls_reports")),
+    path("", include("grading.urls_metaeval")),
+]

@@ -126,7 +126,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
+# WhiteNoise warns at start-up when the folder is missing (before the first collectstatic).
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -143,12 +145,14 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("in", "processed"):
+    for sub in ("in", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "in"),
         "data_folder_out": str(BROKER_DIR / "in"),
         "processed_folder": str(BROKER_DIR / "processed"),
+        # Otherwise kombu keeps its exchange files in ./control under the working directory.
+        "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
 elif not CELERY_BROKER_URL.startswith(("redis://", "rediss://", "amqp://", "memory://")):

@@ -40,12 +40,14 @@ class DemoAccount:
     career_stage: str
 
 
+_ROLE = Physician.Role
+_STAGE = Physician.CareerStage
 ACCOUNTS = [
-    DemoAccount("physician", Physician.Role.PHYSICIAN, False, "Emergency medicine", "Kenya", ("en", "sw"), Physician.CareerStage.MID),
-    DemoAccount("physician2", Physician.Role.PHYSICIAN, False, "Family medicine", "Brazil", ("pt", "en", "es"), Physician.CareerStage.EARLY),
+    DemoAccount("physician", _ROLE.PHYSICIAN, False, "Emergency medicine", "Kenya", ("en", "sw"), _STAGE.MID),
+    DemoAccount("physician2", _ROLE.PHYSICIAN, False, "Family medicine", "Brazil", ("pt", "en", "es"), _STAGE.EARLY),
     # A superuser so that the admin lists every model, including users and groups.
-    DemoAccount("curator", Physician.Role.CURATOR, True, "Internal medicine", "United Kingdom", ("en",), Physician.CareerStage.SENIOR),
-    DemoAccount("researcher", Physician.Role.RESEARCHER, False, "Public health", "United States", ("en", "fr"), Physician.CareerStage.EARLY),
+    DemoAccount("curator", _ROLE.CURATOR, True, "Internal medicine", "United Kingdom", ("en",), _STAGE.SENIOR),
+    DemoAccount("researcher", _ROLE.RESEARCHER, False, "Public health", "United States", ("en", "fr"), _STAGE.EARLY),
 ]
 
 
@@ -202,12 +204,12 @@ def demo_labels_create(*, physicians: list[Physician], responses: list[DemoRespo
         for position, criterion in enumerate(_rubric(item.response.conversation_id)):
             if criterion.consensus_criterion_id is None:
                 continue
-            for physician in physicians:
+            for index, physician in enumerate(physicians):
                 met = position in item.criteria_met
-                # Physicians disagree with each other now and then too.
-                if physician.user.username != "physician" and _flip(
-                    "label", criterion.conversation_id, item.response.sample_index, position, one_in=5
-                ):
+                # The first physician labels as the responses' author judged them; the others
+                # disagree now and then, as real physicians do.
+                sample = item.response.sample_index
+                if index > 0 and _flip("label", criterion.conversation_id, sample, position, one_in=5):
                     met = not met
                 PhysicianLabel.objects.update_or_create(
                     physician=physician, response=item.response, criterion=criterion, defaults={"met": met}
@@ -246,7 +248,9 @@ class Command(BaseCommand):
     def handle(self, *args, password: str | None, **options):
         if password is None:
             if not settings.DEBUG:
-                raise CommandError("DEBUG is off: pass --password so that the demo accounts do not get the published default")
+                raise CommandError(
+                    "DEBUG is off: pass --password so that the demo accounts do not get the published default"
+                )
             password = DEFAULT_PASSWORD
         try:
             summary = demo_load(password=password)
@@ -258,5 +262,5 @@ class Command(BaseCommand):
             f"{summary.votes} consensus votes, {summary.labels} physician labels."
         )
         self.stdout.write(f"Demo accounts (password: {summary.password}):")
-        for physician in summary.accounts:
-            self.stdout.write(f"  {physician.user.username:<12} {physician.role:<11} {physician.specialty}, {physician.country}")
+        for p in summary.accounts:
+            self.stdout.write(f"  {p.user.username:<12} {p.role:<11} {p.specialty}, {p.country}")
