@@ -5,6 +5,7 @@ generated development SECRET_KEY. Set DATABASE_URL and REDIS_URL (or CELERY_BROK
 run on PostgreSQL and Redis; set DEBUG=0 plus SECRET_KEY and ALLOWED_HOSTS for production.
 """
 
+import os
 import secrets
 from pathlib import Path
 
@@ -106,6 +107,12 @@ def _database() -> dict:
 
 
 DATABASES = {"default": _database()}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Several test sessions may share one server (developers, CI): give each its own test
+    # database unless TEST_DATABASE_NAME says which one to use (a worker joining a test).
+    DATABASES["default"]["TEST"] = {
+        "NAME": env_str("TEST_DATABASE_NAME", f"test_{DATABASES['default']['NAME']}_{os.getpid()}")
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
