@@ -16,6 +16,7 @@ urlpatterns = [
     path("password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("healthz/", annotation_views.healthz, name="healthz"),
     path("", include("annotation.urls")),
+    path("", include("annotation.urls_curator")),
     path("", include("grading.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,69 @@
+import pytest
+from django.core.management import call_command
+
+from annotation.models import Conversation, Subset
+from annotation.subset_builders import (
+    consensus_subset_build,
+    filtered_conversations,
+    hardest_conversations,
+    subset_members_add,
+    subset_members_remove,
+    subset_members_set,
+)
+from tests.healthbench_rows import consensus_row, row, rubric_item, write
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    negative_only = row(
+        "p-neg",
+        rubrics=[rubric_item("Says hi.", 3), rubric_item("Bad advice.", -5, "accuracy", cluster="only_negative")],
+    )
+    path = tmp_path / "main.jsonl"
+    write(path, row("p-1"), consensus_row("p-2"), negative_only, consensus_row("p-3", theme="hedging"))
+    call_command("import_healthbench", path)
+
+
+def _ids(*prompt_ids):
+    by_prompt = dict(Conversation.objects.values_list("prompt_id", "id"))
+    return [by_prompt[p] for p in prompt_ids]
+
+
+def _members(subset):
+    return list(subset.members.order_by("id").values_list("conversation__prompt_id", flat=True))
+
+
+def test_consensus_holds_conversations_with_a_positive_cluster_criterion(dataset):
+    subset, added, removed = consensus_subset_build()
+    assert subset.kind == Subset.Kind.CONSENSUS
+    assert _members(subset) == ["p-2", "p-3"]
+    assert (added, removed) == (2, 0)
+
+
+def test_rebuilding_consensus_keeps_order_and_drops_what_no_longer_qualifies(dataset):
+    subset, _, _ = consensus_subset_build()
+    Conversation.objects.get(prompt_id="p-2").criteria.filter(level="cluster").update(points=-5)
+    subset, added, removed = consensus_subset_build()
+    assert _members(subset) == ["p-3"]
+    assert (added, removed) == (0, 1)
+
+
+def test_filters_pick_by_theme_and_cluster(dataset):
+    assert [c.prompt_id for c in filtered_conversations(themes=["hedging"])] == ["p-1", "p-neg", "p-3"]
+    assert [c.prompt_id for c in filtered_conversations(has_cluster=False)] == ["p-1"]
+    assert [c.prompt_id for c in filtered_conversations(min_turns=3, themes=["emergency_referrals"])] == ["p-2"]
+
+
+def test_hand_picked_members_can_be_added_removed_and_replaced(dataset):
+    subset = Subset.objects.create(name="mine")
+    assert subset_members_add(subset=subset, conversation_ids=_ids("p-3", "p-1", "p-3")) == 2
+    assert _members(subset) == ["p-3", "p-1"]
+    assert subset_members_remove(subset=subset, conversation_ids=_ids("p-3")) == 1
+    assert subset_members_set(subset=subset, conversation_ids=_ids("p-1", "p-2")) == (1, 0)
+    assert _members(subset) == ["p-1", "p-2"]
+
+
+def test_hardest_takes_the_lowest_means_with_stable_ties():
+    assert hardest_conversations({1: 0.5, 2: 0.1, 3: 0.1, 4: 0.9}, 3) == [2, 3, 1]
