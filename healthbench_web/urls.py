@@ -18,5 +18,6 @@ urlpatterns = [
     path("", include("annotation.urls")),
     path("", include("annotation.urls_curator")),
     path("", include("grading.urls")),
+    path("api/", include("healthbench_web.api_urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,19 @@
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.routers import DefaultRouter
+
+from annotation.api import ConversationViewSet, CriterionViewSet, SubsetVersionViewSet, SubsetViewSet
+
+router = DefaultRouter()
+router.register("conversations", ConversationViewSet, basename="api-conversation")
+router.register("criteria", CriterionViewSet, basename="api-criterion")
+router.register("subsets", SubsetViewSet, basename="api-subset")
+router.register("subset-versions", SubsetVersionViewSet, basename="api-subset-version")
+
+urlpatterns = [
+    path("token/", obtain_auth_token, name="api_token"),
+    path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("", include(router.urls)),
+]
