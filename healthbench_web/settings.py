@@ -193,6 +193,8 @@ SPECTACULAR_SETTINGS = {
     "Authenticate with a token from /api/token/ (header `Authorization: Token <key>`) or a session.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema describes the API, not data: anyone may read it, as with any public API.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     # Swagger UI assets are served from this site, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
 }
