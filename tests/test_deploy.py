@@ -1,0 +1,33 @@
+"""Production settings pass Django's deployment checks; the compose file is complete."""
+
+import os
+import secrets
+import subprocess
+import sys
+
+import yaml
+
+from tests.conftest import REPO
+
+
+def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
+    env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(60), ALLOWED_HOSTS="studio.example.org", VAR_DIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=REPO, env=env, capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no issues" in done.stdout
+
+
+def test_compose_runs_every_service_with_a_healthcheck_and_scalable_workers():
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"db", "redis", "web", "worker"} <= set(services)
+    for name, service in services.items():
+        assert "healthcheck" in service, f"{name} has no healthcheck"
+    worker = services["worker"]
+    # --scale worker=N needs no fixed name and no published port.
+    assert "container_name" not in worker and "ports" not in worker
+    assert "celery" in str(worker["command"]) and "gunicorn" in str(services["web"]["command"])
