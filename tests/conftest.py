@@ -19,3 +19,41 @@ def sample_file(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent: the public samples are not on this machine")
     return path
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """Debian's Chromium driven by Playwright; skipped where it is not installed."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's Chromium is not installed (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop running in this thread; the test's own
+    # database calls are still synchronous, so Django's async guard does not apply.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def log_in(page, base_url: str, username: str, password: str) -> None:
+    page.goto(base_url + "/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
