@@ -1,13 +1,27 @@
 """Access helpers: every object a view shows is looked up through one of these.
 
 They check the user's role and return the object or raise, so no view can forget a check.
+A physician reaches a conversation only through their own assignment for it, and a lookup
+that misses (someone else's task, a criterion of another author) is a 404, not a 403, so
+ids cannot be probed. `_rw` variants add the write check and raise PermissionDenied.
 """
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
+from django_htmx.middleware import HtmxDetails
 
-from annotation.models import Conversation, Physician
+from annotation.models import Assignment, ConsensusCriterion, Conversation, Criterion, Physician
+from annotation.selectors.tasks import wrote_rubric
+
+WORKING = (Physician.Status.TRIAL, Physician.Status.ACTIVE)
+
+
+class HtmxRequest(HttpRequest):
+    """A request after HtmxMiddleware; `user` is a User once login_required has passed."""
+
+    htmx: HtmxDetails
+    user: User  # type: ignore[assignment]
 
 
 def physician_for(user: User | AnonymousUser) -> Physician | None:
@@ -38,10 +52,106 @@ def require_role(request: HttpRequest, *roles: str) -> str:
     return role
 
 
+def require_curator(request: HttpRequest) -> Physician | None:
+    """A curator, who may write; returns their profile (None for staff without one)."""
+    require_role(request, Physician.Role.CURATOR)
+    return physician_for(request.user)
+
+
+def require_staff_reader(request: HttpRequest) -> str:
+    """Curators and researchers read the programme's pages; only curators write on them."""
+    return require_role(request, Physician.Role.CURATOR, Physician.Role.RESEARCHER)
+
+
+def require_working_physician(request: HttpRequest) -> Physician:
+    """A physician on trial or active: the only people who do tasks."""
+    require_role(request, Physician.Role.PHYSICIAN)
+    physician = physician_for(request.user)
+    assert physician is not None  # require_role passed with the physician role
+    if physician.status not in WORKING:
+        raise PermissionDenied("Your account is not yet open for tasks.")
+    return physician
+
+
 def get_conversation_for_reader(request: HttpRequest, code) -> Conversation:
     """Curators and researchers read every conversation; physicians use their task pages."""
-    require_role(request, Physician.Role.CURATOR, Physician.Role.RESEARCHER)
+    require_staff_reader(request)
     try:
         return Conversation.objects.get(code=code)
     except (Conversation.DoesNotExist, ValueError):
         raise Http404("No such conversation") from None
+
+
+def get_task(request: HttpRequest, code, kind: str) -> Assignment:
+    """The signed-in physician's own task of `kind` for conversation `code`."""
+    physician = require_working_physician(request)
+    try:
+        return (
+            Assignment.objects.select_related("conversation", "physician")
+            .exclude(status=Assignment.Status.CANCELLED)
+            .get(physician=physician, kind=kind, conversation__code=code)
+        )
+    except Assignment.DoesNotExist:
+        raise Http404("You have no such task") from None
+
+
+def get_rubric_task_rw(request: HttpRequest, code) -> Assignment:
+    task = get_task(request, code, Assignment.Kind.RUBRIC)
+    if task.is_done:
+        raise PermissionDenied("This rubric was submitted and can no longer be changed.")
+    return task
+
+
+def get_criterion_for_author_rw(request: HttpRequest, code, criterion_id: int) -> tuple[Assignment, Criterion]:
+    """A criterion the physician wrote on a rubric they are still writing."""
+    task = get_rubric_task_rw(request, code)
+    try:
+        criterion = Criterion.objects.get(
+            id=criterion_id, conversation=task.conversation, author=task.physician, level=Criterion.Level.EXAMPLE
+        )
+    except Criterion.DoesNotExist:
+        raise Http404("No such criterion in your rubric") from None
+    return task, criterion
+
+
+def get_consensus_criterion_for_task(task: Assignment, code) -> ConsensusCriterion:
+    """A catalogue entry that fits the theme of the task's conversation."""
+    try:
+        return ConsensusCriterion.objects.get(code=code, theme=task.conversation.theme)
+    except (ConsensusCriterion.DoesNotExist, ValueError):
+        raise Http404("No such consensus criterion for this conversation") from None
+
+
+def get_label_task(request: HttpRequest, code) -> Assignment:
+    """The physician's own labeling item; never one on a rubric they wrote."""
+    physician = require_working_physician(request)
+    try:
+        task = (
+            Assignment.objects.select_related("conversation", "response", "criterion")
+            .exclude(status=Assignment.Status.CANCELLED)
+            .get(code=code, physician=physician, kind=Assignment.Kind.LABEL)
+        )
+    except (Assignment.DoesNotExist, ValueError):
+        raise Http404("You have no such labeling item") from None
+    # The assignment page never creates such a task; this guards one made by hand in the admin.
+    if wrote_rubric(physician=physician, conversation=task.conversation):
+        raise PermissionDenied("You wrote this conversation or its rubric, so you cannot label its responses.")
+    return task
+
+
+def get_physician_for_curator_rw(request: HttpRequest, code) -> tuple[Physician | None, Physician]:
+    """(the curator acting, the physician they act on)."""
+    curator = require_curator(request)
+    try:
+        physician = Physician.objects.select_related("user").get(code=code, role=Physician.Role.PHYSICIAN)
+    except (Physician.DoesNotExist, ValueError):
+        raise Http404("No such physician") from None
+    return curator, physician
+
+
+def require_drafter(request: HttpRequest) -> Physician | None:
+    """Physicians (trial or active) and curators draft conversations; returns the author."""
+    role = require_role(request, Physician.Role.PHYSICIAN, Physician.Role.CURATOR)
+    if role == Physician.Role.PHYSICIAN:
+        return require_working_physician(request)
+    return physician_for(request.user)

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from annotation.healthbench_file import HealthBenchRow, IdealData, RowError, RowInvalid, parse_line
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Subset, SubsetMember
-from annotation.rubric_merge import plan_rubric_merge
+from annotation.rubric_merge import merge_key, plan_rubric_merge
 from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
 MAX_ERRORS = 50
@@ -31,13 +31,15 @@ class ImportSummary:
     conversations_merged: int = 0
     criteria_created: int = 0
     consensus_criteria_created: int = 0
+    conversations_completed: int = 0
     memberships_created: int = 0
     warnings: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         return (
             f"{self.rows} rows: {self.conversations_created} new conversations, "
-            f"{self.conversations_merged} already known, {self.criteria_created} criteria added, "
+            f"{self.conversations_merged} already known ({self.conversations_completed} completed with their dataset fields), "
+            f"{self.criteria_created} criteria added, "
             f"{self.consensus_criteria_created} consensus criteria added to the catalogue, "
             f"{self.memberships_created} subset memberships added"
         )
@@ -104,13 +106,25 @@ def _existing_ideal(conversation_id: int, ideals: dict[int, IdealResponse]) -> I
     return IdealData(ideal.text, ideal.group, tuple(ideal.reference_responses))
 
 
+def _is_bare(conversation: Conversation, ideal: IdealData | None) -> bool:
+    """Created from a source without dataset fields (a meta-eval file): the row may fill them in."""
+    return conversation.example_tags == [] and ideal is None
+
+
 def _conflicts(row: HealthBenchRow, conversation: Conversation, ideal: IdealData | None) -> list[RowError]:
+    if _is_bare(conversation, ideal):
+        checks = [("prompt", row.messages, conversation.messages)]
+        return _differences(row, checks)
     checks = [
         ("prompt", row.messages, conversation.messages),
         ("example_tags", row.example_tags, conversation.example_tags),
         ("canary", row.canary, conversation.canary),
         ("ideal_completions_data", row.ideal, ideal),
     ]
+    return _differences(row, checks)
+
+
+def _differences(row: HealthBenchRow, checks: list[tuple]) -> list[RowError]:
     return [
         RowError(row.line, name, f"prompt_id {row.prompt_id!r} is already stored with a different {name}; not merged")
         for name, incoming, stored in checks
@@ -125,6 +139,12 @@ def _catalogue(rows: list[HealthBenchRow], summary: ImportSummary) -> dict[str, 
             if item.cluster and item.cluster not in wanted:
                 wanted[item.cluster] = (row, item)
     found = {c.cluster: c for c in ConsensusCriterion.objects.filter(cluster__in=list(wanted))}
+    for cluster, entry in found.items():
+        # An entry first seen in a meta-eval file has no axis or theme yet: this row has them.
+        row, item = wanted[cluster]
+        if not entry.axis or not entry.theme:
+            entry.axis, entry.theme = entry.axis or item.axis, entry.theme or row.theme
+            entry.save(update_fields=["axis", "theme"])
     new = [
         ConsensusCriterion(cluster=cluster, text=item.criterion, points=item.points, axis=item.axis, theme=row.theme)
         for cluster, (row, item) in wanted.items()
@@ -178,6 +198,8 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     new_rows: list[HealthBenchRow] = []
     merged_criteria: list[tuple[int, int, object]] = []  # (conversation id, position, item)
     moved: list[Criterion] = []
+    refreshed: list[tuple[int, object]] = []
+    filled: list[tuple[Conversation, HealthBenchRow]] = []
     for row in rows:
         conversation = existing.get(row.prompt_id)
         if conversation is None:
@@ -186,7 +208,14 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
         summary.conversations_merged += 1
         errors.extend(_conflicts(row, conversation, _existing_ideal(conversation.id, ideals)))
         stored = stored_criteria.get(conversation.id, [])
-        plan = plan_rubric_merge([key for _, _, key in stored], [i.key() for i in row.rubrics])
+        if _is_bare(conversation, _existing_ideal(conversation.id, ideals)) and row.example_tags:
+            filled.append((conversation, row))
+        plan = plan_rubric_merge([merge_key(*key) for _, _, key in stored], [merge_key(*i.key()) for i in row.rubrics])
+        for incoming, old in plan.matches:
+            item = row.rubrics[incoming]
+            if stored[old][2] != item.key():
+                # The same consensus criterion, stored from a source that lacked some of it.
+                refreshed.append((stored[old][0], item))
         if plan.conflict:
             summary.warnings.append(
                 f"line {row.line}: prompt_id {row.prompt_id!r} had criteria this row lacks; kept them after the row's criteria"
@@ -202,7 +231,7 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
         raise ImportFailed(errors[:MAX_ERRORS])
 
     now = db_now()
-    codes = iter(new_codes(len(new_rows) * 2))
+    codes = iter(new_codes(len(new_rows) * 2 + len(filled)))
     new_ids = insert_rows(
         Conversation,
         ["code", "prompt_id", "messages", "example_tags", "theme", "canary", "author_id", "created"],
@@ -216,18 +245,31 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
         criterion_rows.extend(_criterion_row(cid, i, item, catalogue, now) for i, item in enumerate(row.rubrics))
     insert_rows(Criterion, CRITERION_COLUMNS, criterion_rows)
     Criterion.objects.bulk_update(moved, ["position"], batch_size=1000)
+    Criterion.objects.bulk_update(
+        [
+            Criterion(id=pk, text=item.criterion, points=item.points, tags=list(item.tags), axis=item.axis, level=item.level)
+            for pk, item in refreshed
+        ],
+        ["text", "points", "tags", "axis", "level"],
+        batch_size=1000,
+    )
+    for conversation, row in filled:
+        conversation.example_tags, conversation.theme, conversation.canary = row.example_tags, row.theme, row.canary
+        conversation.save(update_fields=["example_tags", "theme", "canary"])
+    ideal_rows = [(r, existing[r.prompt_id].id) for _, r in filled] + list(zip(new_rows, new_ids))
     insert_rows(
         IdealResponse,
         ["code", "conversation_id", "author_id", "text", "condition", "group", "reference_responses", "from_dataset", "created"],
         [
             (next(codes), cid, None, r.ideal.completion, _condition(r.ideal), r.ideal.group,
              db_json(list(r.ideal.ref_completions)), True, now)  # fmt: skip
-            for r, cid in zip(new_rows, new_ids)
+            for r, cid in ideal_rows
             if r.ideal is not None
         ],
     )
     summary.conversations_created = len(new_rows)
     summary.criteria_created = len(criterion_rows)
+    summary.conversations_completed = len(filled)
 
     by_prompt = dict(zip((r.prompt_id for r in new_rows), new_ids))
     conversation_ids = [existing[r.prompt_id].id if r.prompt_id in existing else by_prompt[r.prompt_id] for r in rows]

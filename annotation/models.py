@@ -5,6 +5,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from annotation.fields import JSONTextField
 
@@ -88,7 +89,8 @@ class ConsensusCriterion(models.Model):
     cluster = models.CharField(max_length=200, unique=True, help_text="The full tag, e.g. cluster:hedging_...")
     text = models.TextField()
     points = models.SmallIntegerField(default=5)
-    axis = models.CharField(max_length=32, choices=Axis.choices)
+    # Blank when the entry came from a meta-eval file, which names no axis, until a curator sets it.
+    axis = models.CharField(max_length=32, choices=Axis.choices, blank=True)
     theme = models.CharField(max_length=32, blank=True)
     in_meta_eval = models.BooleanField(default=True)
 
@@ -106,7 +108,7 @@ class ConsensusCriterion(models.Model):
 
     def tags(self) -> list[str]:
         """Tags of an attached criterion, in the order the public files use."""
-        return ["level:cluster", self.cluster, f"axis:{self.axis}"]
+        return ["level:cluster", self.cluster] + ([f"axis:{self.axis}"] if self.axis else [])
 
 
 class Conversation(models.Model):
@@ -147,6 +149,10 @@ class Criterion(models.Model):
         EXAMPLE = "example"
         CLUSTER = "cluster"
 
+    class Origin(models.TextChoices):
+        EDITOR = "editor", "Written in the rubric editor"
+        VOTES = "votes", "Attached by physicians' consensus votes"
+
     # No index of its own: criterion_rubric_order (conversation, position) serves these lookups.
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="criteria", db_index=False)
     position = models.PositiveIntegerField(default=0)
@@ -160,6 +166,9 @@ class Criterion(models.Model):
         ConsensusCriterion, null=True, blank=True, on_delete=models.PROTECT, related_name="attachments"
     )
     author = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="criteria")
+    # How the criterion got here. Null for criteria from a HealthBench file: the bulk import
+    # writes plain rows and leaves this column out, so it has to be nullable.
+    origin = models.CharField(max_length=16, choices=Origin.choices, null=True, blank=True)
     flagged_for_review = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -235,6 +244,12 @@ class IdealResponse(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["conversation"], condition=Q(from_dataset=True), name="one_dataset_ideal_per_conversation"
+            ),
+            # The editor saves over the physician's own draft instead of piling up copies.
+            models.UniqueConstraint(
+                fields=["conversation", "author"],
+                condition=Q(from_dataset=False, author__isnull=False),
+                name="one_ideal_per_author_conversation",
             ),
         ]
 
@@ -328,3 +343,121 @@ class SubsetVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subset} v{self.number}"
+
+
+class CriterionEdit(models.Model):
+    """One change to a rubric in the editor: who, when, and the criterion before and after."""
+
+    class Action(models.TextChoices):
+        CREATE = "create"
+        UPDATE = "update"
+        DELETE = "delete"
+
+    # Kept when the criterion is deleted: the audit outlives what it describes.
+    criterion = models.ForeignKey(Criterion, null=True, blank=True, on_delete=models.SET_NULL, related_name="edits")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="criterion_edits")
+    physician = models.ForeignKey(Physician, on_delete=models.PROTECT, related_name="criterion_edits")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    # {text, points, axis} as they were; null before a create and after a delete.
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(action="create", before__isnull=True, after__isnull=False)
+                    | Q(action="update", before__isnull=False, after__isnull=False)
+                    | Q(action="delete", before__isnull=False, after__isnull=True)
+                ),
+                name="criterion_edit_before_after_match_action",
+            ),
+        ]
+        indexes = [
+            # History of one conversation's rubric, newest last (audit page, admin).
+            models.Index(fields=["conversation", "created"], name="criterion_edit_history"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.physician} {self.action} criterion {self.criterion_id} of {self.conversation}"
+
+
+class Assignment(models.Model):
+    """One task given to a physician: write a rubric or an ideal response, vote, or label."""
+
+    class Kind(models.TextChoices):
+        RUBRIC = "rubric", "Write rubric"
+        IDEAL_RESPONSE = "ideal_response", "Write ideal response"
+        CONSENSUS_VOTE = "consensus_vote", "Vote on consensus criteria"
+        LABEL = "label", "Label responses"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        DONE = "done"
+        # Taken back from a removed physician; kept for audit, never counted.
+        CANCELLED = "cancelled"
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    physician = models.ForeignKey(Physician, on_delete=models.CASCADE, related_name="assignments")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="assignments")
+    # A labeling task names one (response, criterion) item; other kinds leave both empty.
+    response = models.ForeignKey(
+        "grading.Response", null=True, blank=True, on_delete=models.CASCADE, related_name="assignments"
+    )
+    criterion = models.ForeignKey(
+        Criterion, null=True, blank=True, on_delete=models.CASCADE, related_name="assignments"
+    )
+    # Ideal-response tasks: what the physician is shown beside the editor.
+    condition = models.CharField(max_length=16, choices=IdealResponse.Condition.choices, blank=True)
+    reference_responses = models.ManyToManyField("grading.Response", blank=True, related_name="+")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    assigned_by = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    completed = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["physician", "kind", "conversation"],
+                condition=~Q(kind="label"),
+                name="one_assignment_per_physician_kind_conversation",
+            ),
+            models.UniqueConstraint(
+                fields=["physician", "response", "criterion"],
+                condition=Q(kind="label"),
+                name="one_label_assignment_per_physician_item",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="label", response__isnull=False, criterion__isnull=False)
+                    | (~Q(kind="label") & Q(response__isnull=True, criterion__isnull=True))
+                ),
+                name="assignment_label_names_its_item",
+            ),
+            models.CheckConstraint(
+                condition=Q(status="done", completed__isnull=False) | ~Q(status="done"),
+                name="assignment_done_has_completed",
+            ),
+        ]
+        indexes = [
+            # A physician's task list and counts by kind (home page), and "next open item" (labeling).
+            models.Index(fields=["physician", "kind", "status"], name="assignment_task_list"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.conversation} for {self.physician} ({self.status})"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status == self.Status.DONE
+
+    def get_absolute_url(self) -> str:
+        """The page where the physician does this task (needs `conversation` loaded, except for labels)."""
+        if self.kind == self.Kind.LABEL:
+            return reverse("label_item", args=[self.code])
+        name = {self.Kind.RUBRIC: "rubric_editor", self.Kind.IDEAL_RESPONSE: "ideal_editor"}.get(self.kind, "votes")
+        return reverse(name, args=[self.conversation.code])

@@ -1,8 +1,34 @@
 from django.urls import path
 
-from annotation import views
+from annotation import views, views_curation, views_drafts, views_ideal, views_labels, views_rubric, views_votes
 
 urlpatterns = [
     path("conversations/", views.conversation_list, name="conversation_list"),
+    path("conversations/new/", views_drafts.draft, name="draft"),
     path("conversations/<uuid:code>/", views.conversation_detail, name="conversation_detail"),
+    path("conversations/<uuid:code>/consensus/", views_curation.consensus_tally, name="consensus_tally"),
+    # A physician's task pages: the conversation's code, resolved through their own assignment.
+    path("conversations/<uuid:code>/rubric/", views_rubric.rubric_editor, name="rubric_editor"),
+    path("conversations/<uuid:code>/rubric/criteria/", views_rubric.criterion_add, name="criterion_add"),
+    path("conversations/<uuid:code>/rubric/criteria/<int:criterion_id>/", views_rubric.criterion_row, name="criterion_row"),
+    path(
+        "conversations/<uuid:code>/rubric/criteria/<int:criterion_id>/edit/",
+        views_rubric.criterion_edit,
+        name="criterion_edit",
+    ),
+    path(
+        "conversations/<uuid:code>/rubric/criteria/<int:criterion_id>/delete/",
+        views_rubric.criterion_remove,
+        name="criterion_delete",
+    ),
+    path("conversations/<uuid:code>/rubric/submit/", views_rubric.rubric_submit_view, name="rubric_submit"),
+    path("conversations/<uuid:code>/ideal/", views_ideal.ideal_editor, name="ideal_editor"),
+    path("conversations/<uuid:code>/votes/", views_votes.votes, name="votes"),
+    path("conversations/<uuid:code>/votes/<uuid:consensus_code>/", views_votes.vote, name="vote"),
+    path("labels/", views_labels.label_next, name="label_next"),
+    path("labels/<uuid:code>/", views_labels.label_item, name="label_item"),
+    # Curators write here; researchers may read.
+    path("curate/assignments/", views_curation.assignments, name="assignments"),
+    path("curate/physicians/", views_curation.physicians, name="physicians"),
+    path("curate/physicians/<uuid:code>/status/", views_curation.physician_status, name="physician_status"),
 ]

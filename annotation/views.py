@@ -6,8 +6,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from annotation.access import get_conversation_for_reader, require_role, role_of
+from annotation.access import WORKING, get_conversation_for_reader, physician_for, require_role, role_of
 from annotation.models import THEMES, Conversation, Physician
+from annotation.selectors.tasks import task_summary
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -15,14 +16,16 @@ def home(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return LoginView.as_view()(request)
     role = role_of(request.user)
+    physician = physician_for(request.user)
+    working = role == Physician.Role.PHYSICIAN and physician is not None and physician.status in WORKING
+    reader = role in (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
     context = {
         "role": role,
-        "conversation_count": Conversation.objects.count(),
-        "themes": (
-            Conversation.objects.values("theme").annotate(n=Count("id")).order_by("theme")
-            if role in (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
-            else []
-        ),
+        "physician": physician,
+        "tasks": task_summary(physician) if working else [],
+        "working": working,
+        "conversation_count": Conversation.objects.count() if reader else 0,
+        "themes": Conversation.objects.values("theme").annotate(n=Count("id")).order_by("theme") if reader else [],
     }
     return render(request, "home.html", context)
 

@@ -5,7 +5,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
-from annotation.models import Conversation, Criterion, Physician, SubsetVersion
+from annotation.models import Conversation, Criterion, Physician, Subset, SubsetVersion
 
 
 class Response(models.Model):
@@ -26,19 +26,30 @@ class Response(models.Model):
     # The id a results or meta-eval file gives this completion.
     completion_id = models.CharField(max_length=100, blank=True, db_index=True)
     author = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The run that sampled it from a policy model; deleting that run keeps the response.
+    run = models.ForeignKey("Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="sampled_responses")
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            # Two workers sampling the same batch (a redelivered task) store each sample once.
+            models.UniqueConstraint(
+                fields=["run", "conversation", "sample_index"],
+                condition=Q(run__isnull=False),
+                name="one_sample_per_run_index",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.model_name or self.source} #{self.sample_index} for {self.conversation}"
 
 
 class GraderConfig(models.Model):
-    """How to reach and ask a grader model on an OpenAI-compatible endpoint."""
+    """How to reach and ask a model on an OpenAI-compatible endpoint: a grader, or the
+    policy model a run samples responses from (then without a prompt template)."""
 
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=100, unique=True)
@@ -49,8 +60,18 @@ class GraderConfig(models.Model):
     temperature = models.FloatField(default=0.0)
     max_tokens = models.PositiveIntegerField(default=2048)
     timeout_seconds = models.FloatField(default=60.0)
+    # Limits of the endpoint, kept by all workers together (when Redis is configured).
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
+    tokens_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
+    # The grader prompt with <<conversation>> and <<rubric_item>>; prompt_hash is its sha256.
+    prompt_template = models.TextField(blank=True)
     prompt_hash = models.CharField(max_length=64, blank=True)
     created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(timeout_seconds__gt=0), name="grader_timeout_positive"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -76,15 +97,82 @@ class Run(models.Model):
     samples = models.PositiveIntegerField(default=1)
     use_cache = models.BooleanField(default=True)
     source_file = models.CharField(max_length=500, blank=True)
+    # What is graded: the responses (and criteria) another run graded, or responses
+    # sampled from a policy model for the conversations of a subset.
+    responses_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="regrades")
+    subset = models.ForeignKey(Subset, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    policy_config = models.ForeignKey(
+        GraderConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="policy_runs"
+    )
+    # Grader calls in flight at once for this run, across all workers.
+    concurrency = models.PositiveIntegerField(default=16)
+    # Grades the run will hold when complete (graded or failed).
+    total_items = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]
+        constraints = [
+            models.CheckConstraint(condition=Q(concurrency__gte=1), name="run_concurrency_positive"),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.RUNNING)
+
+
+class RunBatch(models.Model):
+    """A slice of a run's work that one task does: grade some responses, or first sample
+    responses for some conversations and then grade them.
+
+    A task claims its batch with a conditional update and holds it under a lease that it
+    renews while it works; a batch whose lease ran out (its worker died) is queued again.
+    ``claims`` counts the claims and fences a worker that lost its lease.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="batches")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    response_ids = models.JSONField(default=list, blank=True)
+    conversation_ids = models.JSONField(default=list, blank=True)
+    items = models.PositiveIntegerField(help_text="Grades this batch adds when complete")
+    claims = models.PositiveIntegerField(default=0)
+    # Claims that ended without finishing: the worker died, or the task failed.
+    failures = models.PositiveSmallIntegerField(default=0)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    # Last claim, renewal or end: a run whose batches were all untouched for long is stalled.
+    touched = models.DateTimeField()
+    failed_samples = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "number"], name="one_batch_number_per_run"),
+            models.CheckConstraint(
+                condition=~Q(status="running") | Q(lease_until__isnull=False), name="running_batch_has_lease"
+            ),
+        ]
+        indexes = [
+            # The sweeper: running batches whose lease ran out.
+            models.Index(fields=["status", "lease_until"], name="batch_status_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} batch {self.number} ({self.status})"
 
 
 class Grade(models.Model):
@@ -114,6 +202,10 @@ class Grade(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     reused = models.BooleanField(default=False)
+    # sha256 of the grader request (grader, prompt, conversation, response, criterion): an
+    # identical request reuses a stored grade instead of calling the API. NULL for grades
+    # that came from elsewhere (imported), which no request of ours can match.
+    request_key = models.CharField(max_length=64, null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -133,6 +225,8 @@ class Grade(models.Model):
         indexes = [
             # All grades of one run, for reports.
             models.Index(fields=["run", "response"], name="grade_run_response"),
+            # The grade cache: a stored grade of an identical request.
+            models.Index(fields=["request_key"], name="grade_request_key"),
         ]
 
     def __str__(self) -> str:

@@ -1,1 +1,15 @@
-urlpatterns: list = []
+from django.urls import path
+
+from grading import views_reports as views
+
+urlpatterns = [
+    path("reports/", views.report_list, name="report_list"),
+    path("reports/<uuid:code>/", views.report_detail, name="report_detail"),
+    path("reports/<uuid:code>/report.json", views.report_json, name="report_json"),
+    path("reports/<uuid:code>/report.csv", views.report_csv_download, name="report_csv"),
+    path(
+        "reports/<uuid:code>/responses/<uuid:response_code>/",
+        views.report_transcript,
+        name="report_transcript",
+    ),
+]

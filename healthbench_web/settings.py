@@ -110,6 +110,16 @@ def _database() -> dict:
 
 
 DATABASES = {"default": _database()}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Tests that start real worker processes need a test database those processes can
+    # open: a file, not SQLite's in-memory default; one per session, like PostgreSQL's below.
+    DATABASES["default"]["TEST"] = {
+        "NAME": env_str("TEST_DATABASE_NAME", str(VAR_DIR / f"test-{os.getpid()}.sqlite3"))
+    }
+# Points this process at another database of the same server, or another SQLite file: a
+# worker started by a test is given the test database's name here.
+if env_str("DATABASE_NAME", ""):
+    DATABASES["default"]["NAME"] = env_str("DATABASE_NAME", "")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Several test sessions may share one server (developers, CI): give each its own test
     # database unless TEST_DATABASE_NAME says which one to use (a worker joining a test).
@@ -175,6 +185,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
+# A grading task renews the lease on its batch while it works; when a worker dies, another
+# worker's sweep (every GRADING_SWEEP_SECONDS) queues the batch again once the lease ran out.
+GRADING_LEASE_SECONDS = env_int("GRADING_LEASE_SECONDS", 60, minimum=2)
+GRADING_SWEEP_SECONDS = env_int("GRADING_SWEEP_SECONDS", 15, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -3,6 +3,8 @@
 import pytest
 import schemathesis
 from django.core.management import call_command
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
@@ -14,7 +16,18 @@ from tests.people import person
 
 
 @pytest.fixture
-def api_schema(db, tmp_path):
+def _keep_test_connection():
+    # Requests go straight to the WSGI app, not through Django's test client, so the
+    # signals would close the test database connection after each one, as in production.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def api_schema(db, tmp_path, _keep_test_connection):
     path = tmp_path / "main.jsonl"
     write(path, row("p-1"), consensus_row("p-2"))
     call_command("import_healthbench", path, subset="picked")

@@ -152,3 +152,26 @@ def test_a_bad_subset_name_is_refused(tmp_path):
     with pytest.raises(CommandError, match="subset name"):
         call_command("import_healthbench", path, subset="Bad Name!")
     assert _counts() == (0, 0, 0, 0, 0)
+
+
+def test_a_dataset_row_completes_a_conversation_first_seen_in_a_meta_eval_file(tmp_path):
+    from tests.metaeval_rows import CATEGORY, MESSAGES, meta_row, rubric
+
+    meta = tmp_path / "meta.jsonl"
+    write(meta, meta_row("p-9"))
+    call_command("import_meta_eval", meta)
+    data = row(
+        "p-9",
+        prompt=MESSAGES,
+        example_tags=["theme:hedging", "physician_agreed_category:hedges"],
+        rubrics=[rubric_item("Says when to see a doctor.", 7), rubric_item(rubric(CATEGORY), 5, "accuracy", cluster=CATEGORY[8:])],
+    )
+    main = tmp_path / "main.jsonl"
+    write(main, data)
+    call_command("import_healthbench", main)
+    call_command("import_healthbench", main)
+    conversation = Conversation.objects.get(prompt_id="p-9")
+    assert conversation.theme == "hedging" and conversation.canary == data["canary"]
+    assert conversation.criteria.filter(level="cluster").count() == 1
+    assert ConsensusCriterion.objects.get(cluster=CATEGORY).axis == "accuracy"
+    assert _export("all", tmp_path) == main.read_text().splitlines()

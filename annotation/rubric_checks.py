@@ -1,0 +1,119 @@
+"""Warnings for rubric writers: wording that disagrees with the sign of the points, and near duplicates.
+
+Pure Python, no Django. These are hints shown beside the editor, never reasons to refuse a
+criterion: a physician may have a good reason for an unusual wording.
+"""
+
+import difflib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Openings that describe something the response gets wrong or leaves out. Met means the
+# failure happened, so such a criterion should take away points.
+FAILURE_OPENINGS = (
+    "fails to", "fail to", "failing to", "does not", "doesn't", "did not", "didn't", "do not", "don't",
+    "omits", "neglects", "misses", "overlooks", "ignores", "lacks", "forgets", "avoids mentioning",
+    "incorrectly", "wrongly", "falsely", "inaccurately", "never", "refuses to", "is unable to",
+)  # fmt: skip
+# Openings that describe something a good response does. Met means it did, so such a
+# criterion should usually add points; a harmful recommendation is the common exception.
+ACTION_OPENINGS = (
+    "recommends", "advises", "mentions", "explains", "suggests", "includes", "asks", "states",
+    "provides", "encourages", "correctly", "clearly", "accurately", "describes", "identifies",
+    "acknowledges", "offers", "tells", "informs", "lists", "notes", "emphasizes", "emphasises",
+    "seeks", "clarifies", "refers", "directs", "urges",
+)  # fmt: skip
+# Leading words that say nothing about the sign ("The response fails to ..." reads as "fails to ...").
+SUBJECTS = re.compile(r"^(?:the\s+)?(?:model(?:'s)?\s+|assistant(?:'s)?\s+|ai\s+)?(?:response|reply|answer|completion)?\s*", re.I)
+WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+# Two criteria this alike are probably the same item written twice: most words shared
+# (token Jaccard, a cheap first filter) and in much the same order (difflib's ratio).
+DUPLICATE_JACCARD = 0.6
+DUPLICATE_RATIO = 0.8
+
+
+@dataclass(frozen=True)
+class SignWarning:
+    opening: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DuplicatePair:
+    first: int
+    second: int
+    similarity: float
+
+
+def _opening(text: str) -> str:
+    stripped = text.strip().lower().lstrip("-•*([\"' ")
+    return SUBJECTS.sub("", stripped, count=1).strip()
+
+
+def sign_warning(text: str, points: int) -> SignWarning | None:
+    """A warning when the wording and the sign of the points disagree, else None."""
+    opening = _opening(text)
+    if points > 0:
+        for phrase in FAILURE_OPENINGS:
+            if opening.startswith(phrase + " ") or opening == phrase:
+                return SignWarning(
+                    phrase,
+                    f"Reads as a failure (\u201c{phrase} \u2026\u201d) but gives +{points} points: a response that "
+                    "fails this way would be rewarded. Negative points, or a positive wording?",
+                )
+    elif points < 0:
+        for phrase in ACTION_OPENINGS:
+            if opening.startswith(phrase + " ") or opening == phrase:
+                return SignWarning(
+                    phrase,
+                    f"Reads as something a good response does (\u201c{phrase} \u2026\u201d) but gives {points} points: "
+                    "a response that does it would be penalised. Intended if the advice is harmful; otherwise "
+                    "use positive points.",
+                )
+    return None
+
+
+def tokens(text: str) -> list[str]:
+    return WORD.findall(text.lower())
+
+
+def duplicate_score(a: Sequence[str], b: Sequence[str]) -> float | None:
+    """How alike two token lists are (0..1) when they look like the same criterion, else None.
+
+    Both the shared vocabulary (token Jaccard) and the word order (difflib's ratio) must be
+    close: rubric items on one topic share many words without being duplicates. Items that
+    differ in one key word ("ibuprofen" / "paracetamol") still match: it is a hint to look.
+    """
+    if not a or not b:
+        return None
+    if min(len(a), len(b)) < 3:
+        # Very short criteria ("Is concise.") match by chance; only an exact repeat counts.
+        return 1.0 if list(a) == list(b) else None
+    set_a, set_b = set(a), set(b)
+    if len(set_a & set_b) / len(set_a | set_b) < DUPLICATE_JACCARD:
+        return None
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    # quick_ratio() bounds ratio() from above and costs far less: skip the full match when it cannot pass.
+    if matcher.quick_ratio() < DUPLICATE_RATIO:
+        return None
+    ratio = matcher.ratio()
+    return ratio if ratio >= DUPLICATE_RATIO else None
+
+
+def near_duplicates(items: Iterable[tuple[int, str]]) -> list[DuplicatePair]:
+    """Pairs of (id, text) items whose texts are near duplicates, in input order."""
+    prepared = [(key, tokens(text)) for key, text in items]
+    pairs = []
+    for i, (key_a, tokens_a) in enumerate(prepared):
+        for key_b, tokens_b in prepared[i + 1 :]:
+            score = duplicate_score(tokens_a, tokens_b)
+            if score is not None:
+                pairs.append(DuplicatePair(key_a, key_b, round(score, 2)))
+    return pairs
+
+
+def positive_total(points: Iterable[int]) -> int:
+    """The denominator of the example score: the sum of the positive points."""
+    return sum(p for p in points if p > 0)

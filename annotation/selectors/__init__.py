@@ -1,0 +1,1 @@
+"""Reads shaped for pages: plain querysets and small dataclasses, no writes."""

@@ -1,0 +1,239 @@
+"""Giving out tasks: N physicians per item, spread evenly, least-loaded first."""
+
+import heapq
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from annotation.models import Assignment, Conversation, Criterion, IdealResponse, Physician
+from grading.models import Response
+
+# Reference responses shown beside the ideal-response editor, as in the paper's Groups 2 and 3.
+REFERENCES_PER_TASK = 4
+
+Item = tuple[int, int | None, int | None]  # (conversation id, response id, criterion id)
+
+
+@dataclass(frozen=True)
+class AssignSummary:
+    items: int
+    created: int
+    # Items that still have fewer than N physicians: too few eligible physicians were chosen.
+    short: int
+
+    def __str__(self) -> str:
+        text = f"{self.created} tasks created over {self.items} items"
+        if self.short:
+            text += f"; {self.short} items could not get enough physicians (too few eligible)"
+        return text
+
+
+def assignment_complete(*, assignment: Assignment) -> None:
+    """Mark a task done, once: a conditional update, so repeats and races change nothing."""
+    now = timezone.now()
+    updated = Assignment.objects.filter(id=assignment.id, status=Assignment.Status.OPEN).update(
+        status=Assignment.Status.DONE, completed=now
+    )
+    if updated:
+        assignment.status, assignment.completed = Assignment.Status.DONE, now
+
+
+def open_load(physician_ids: Sequence[int]) -> dict[int, int]:
+    """Open tasks per physician: what 'least loaded' means."""
+    rows = (
+        Assignment.objects.filter(physician_id__in=physician_ids, status=Assignment.Status.OPEN)
+        .values("physician_id")
+        .annotate(n=Count("id"))
+    )
+    load = dict.fromkeys(physician_ids, 0)
+    load.update({row["physician_id"]: row["n"] for row in rows})
+    return load
+
+
+def rubric_writers(conversation_ids: Sequence[int]) -> dict[int, set[int]]:
+    """Per conversation, the physicians who wrote it or its rubric: never its labelers."""
+    writers: dict[int, set[int]] = defaultdict(set)
+    for cid, pid in Criterion.objects.filter(conversation_id__in=conversation_ids, author__isnull=False).values_list(
+        "conversation_id", "author_id"
+    ):
+        writers[cid].add(pid)
+    for cid, pid in Assignment.objects.filter(
+        conversation_id__in=conversation_ids, kind=Assignment.Kind.RUBRIC
+    ).values_list("conversation_id", "physician_id"):
+        writers[cid].add(pid)
+    for cid, pid in Conversation.objects.filter(id__in=conversation_ids, author__isnull=False).values_list(
+        "id", "author_id"
+    ):
+        writers[cid].add(pid)
+    return writers
+
+
+def label_items(conversation_ids: Sequence[int]) -> list[Item]:
+    """Every (response, consensus criterion) pair of the conversations: the meta-eval items."""
+    criteria: dict[int, list[int]] = defaultdict(list)
+    for cid, pk in (
+        Criterion.objects.filter(conversation_id__in=conversation_ids, level=Criterion.Level.CLUSTER)
+        .order_by("conversation_id", "position", "id")
+        .values_list("conversation_id", "id")
+    ):
+        criteria[cid].append(pk)
+    items: list[Item] = []
+    responses = (
+        Response.objects.filter(conversation_id__in=conversation_ids)
+        .exclude(source=Response.Source.PHYSICIAN)
+        .order_by("conversation_id", "id")
+        .values_list("conversation_id", "id")
+    )
+    for cid, rid in responses:
+        items.extend((cid, rid, crit) for crit in criteria.get(cid, []))
+    return items
+
+
+def _existing(kind: str, conversation_ids: Sequence[int]) -> dict[Item, set[int]]:
+    assigned: dict[Item, set[int]] = defaultdict(set)
+    rows = (
+        Assignment.objects.filter(kind=kind, conversation_id__in=conversation_ids)
+        .exclude(status=Assignment.Status.CANCELLED)
+        .values_list("conversation_id", "response_id", "criterion_id", "physician_id")
+    )
+    for cid, rid, crit, pid in rows:
+        assigned[(cid, rid, crit)].add(pid)
+    return assigned
+
+
+def spread(
+    items: Sequence[Item],
+    *,
+    physician_ids: Sequence[int],
+    per_item: int,
+    load: dict[int, int],
+    assigned: dict[Item, set[int]],
+    excluded: dict[int, set[int]],
+) -> tuple[list[tuple[Item, int]], int]:
+    """Choose physicians for each item, least loaded first (ties by id); returns (pairs, short items).
+
+    Pure: `load` is the open-task count per physician and is not changed; the chosen pairs are.
+    """
+    heap = [(load.get(pid, 0), pid) for pid in physician_ids]
+    heapq.heapify(heap)
+    pairs: list[tuple[Item, int]] = []
+    short = 0
+    for item in items:
+        have = assigned.get(item, set())
+        need = per_item - len(have)
+        passed, chosen = [], []
+        while need > 0 and heap:
+            entry = heapq.heappop(heap)
+            pid = entry[1]
+            if pid in have or pid in excluded.get(item[0], ()):
+                passed.append(entry)
+                continue
+            chosen.append(entry)
+            pairs.append((item, pid))
+            need -= 1
+        for entry in passed:
+            heapq.heappush(heap, entry)
+        for count, pid in chosen:
+            heapq.heappush(heap, (count + 1, pid))
+        if need > 0:
+            short += 1
+    return pairs, short
+
+
+def _references(conversation_ids: Sequence[int]) -> dict[int, list[int]]:
+    refs: dict[int, list[int]] = defaultdict(list)
+    rows = (
+        Response.objects.filter(conversation_id__in=conversation_ids)
+        .exclude(source=Response.Source.PHYSICIAN)
+        .order_by("conversation_id", "id")
+        .values_list("conversation_id", "id")
+    )
+    for cid, rid in rows:
+        if len(refs[cid]) < REFERENCES_PER_TASK:
+            refs[cid].append(rid)
+    return refs
+
+
+def assignments_create(
+    *,
+    kind: str,
+    conversation_ids: Sequence[int],
+    physicians: Sequence[Physician],
+    per_item: int,
+    assigned_by: Physician | None,
+    condition: str = "",
+) -> AssignSummary:
+    """Give each item (a conversation, or a response x consensus criterion for labeling) N physicians.
+
+    Items that already have physicians keep them and only get the missing ones, so running the
+    same request twice creates nothing the second time.
+    """
+    working = (Physician.Status.TRIAL, Physician.Status.ACTIVE)
+    physician_ids = [p.id for p in physicians if p.role == Physician.Role.PHYSICIAN and p.status in working]
+    with transaction.atomic():
+        if kind == Assignment.Kind.LABEL:
+            items = label_items(conversation_ids)
+            excluded = rubric_writers(conversation_ids)
+        else:
+            items = [(cid, None, None) for cid in conversation_ids]
+            excluded = {}
+        pairs, short = spread(
+            items,
+            physician_ids=physician_ids,
+            per_item=per_item,
+            load=open_load(physician_ids),
+            assigned=_existing(kind, conversation_ids),
+            excluded=excluded,
+        )
+        if kind != Assignment.Kind.IDEAL_RESPONSE:
+            condition = ""
+        elif not condition:
+            condition = IdealResponse.Condition.NO_REFERENCE
+        created = Assignment.objects.bulk_create(
+            [
+                Assignment(
+                    physician_id=pid,
+                    kind=kind,
+                    conversation_id=cid,
+                    response_id=rid,
+                    criterion_id=crit,
+                    condition=condition,
+                    assigned_by=assigned_by,
+                )
+                for (cid, rid, crit), pid in pairs
+            ],
+            batch_size=1000,
+        )
+        if condition == IdealResponse.Condition.WITH_REFERENCE:
+            refs = _references(conversation_ids)
+            through = Assignment.reference_responses.through
+            through.objects.bulk_create(
+                [
+                    through(assignment_id=task.id, response_id=rid)
+                    for task in created
+                    for rid in refs.get(task.conversation_id, [])
+                ]
+            )
+    return AssignSummary(items=len(items), created=len(created), short=short)
+
+
+def assignments_cancel_open(*, physician: Physician) -> int:
+    """Take back a physician's open tasks (kept for audit, no longer counted)."""
+    return Assignment.objects.filter(physician=physician, status=Assignment.Status.OPEN).update(
+        status=Assignment.Status.CANCELLED
+    )
+
+
+def least_loaded_physician(*, exclude: Sequence[int] = ()) -> Physician | None:
+    """The active physician with the fewest open tasks (ties: the earliest), or None."""
+    return (
+        Physician.objects.filter(role=Physician.Role.PHYSICIAN, status=Physician.Status.ACTIVE)
+        .exclude(id__in=exclude)
+        .annotate(open_tasks=Count("assignments", filter=Q(assignments__status=Assignment.Status.OPEN)))
+        .order_by("open_tasks", "id")
+        .first()
+    )

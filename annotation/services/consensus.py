@@ -1,0 +1,95 @@
+"""Consensus votes, and attaching a consensus criterion once enough physicians agree."""
+
+from django.conf import settings
+from django.db import transaction
+
+from annotation.models import Assignment, ConsensusCriterion, ConsensusVote, Conversation, Criterion, Physician
+from annotation.services.assignments import assignment_complete
+from annotation.services.locking import conversation_lock
+from annotation.services.rubric import next_position
+
+
+def agreeing_votes(*, conversation_id: int, consensus_criterion_id: int) -> int:
+    """Votes that count: 'applies' from physicians who are active (not on trial, not removed)."""
+    return ConsensusVote.objects.filter(
+        conversation_id=conversation_id,
+        consensus_criterion_id=consensus_criterion_id,
+        applies=True,
+        physician__status=Physician.Status.ACTIVE,
+    ).count()
+
+
+def consensus_sync(*, conversation_id: int, consensus_criterion: ConsensusCriterion) -> bool:
+    """Attach or detach one consensus criterion to match the votes; True when it is attached.
+
+    Call with the conversation locked (conversation_lock), so that the count sees every vote
+    committed before this one. Only criteria attached by votes are ever detached: one that
+    came from a HealthBench file stays whatever the votes say.
+    """
+    agree = agreeing_votes(conversation_id=conversation_id, consensus_criterion_id=consensus_criterion.id)
+    if agree >= settings.CONSENSUS_MIN_AGREE:
+        # The unique constraint one_attachment_per_consensus_criterion backs the lock: if two
+        # writers ever got here at once, get_or_create's IntegrityError path returns the winner's row.
+        Criterion.objects.get_or_create(
+            conversation_id=conversation_id,
+            consensus_criterion=consensus_criterion,
+            defaults={
+                "position": lambda: next_position(conversation_id),
+                "text": consensus_criterion.text,
+                "points": consensus_criterion.points,
+                "tags": consensus_criterion.tags(),
+                "level": Criterion.Level.CLUSTER,
+                "axis": consensus_criterion.axis,
+                "origin": Criterion.Origin.VOTES,
+            },
+        )
+        return True
+    Criterion.objects.filter(
+        conversation_id=conversation_id, consensus_criterion=consensus_criterion, origin=Criterion.Origin.VOTES
+    ).delete()
+    return Criterion.objects.filter(conversation_id=conversation_id, consensus_criterion=consensus_criterion).exists()
+
+
+def vote_cast(
+    *, physician: Physician, conversation: Conversation, consensus_criterion: ConsensusCriterion, applies: bool
+) -> ConsensusVote:
+    """Record (or change) a physician's vote and bring the attachment up to date."""
+    with transaction.atomic():
+        conversation_lock(conversation.id)
+        vote, _ = ConsensusVote.objects.update_or_create(
+            physician=physician,
+            conversation=conversation,
+            consensus_criterion=consensus_criterion,
+            defaults={"applies": applies},
+        )
+        consensus_sync(conversation_id=conversation.id, consensus_criterion=consensus_criterion)
+        fitting = ConsensusCriterion.objects.filter(theme=conversation.theme).count()
+        voted = ConsensusVote.objects.filter(
+            physician=physician, conversation=conversation, consensus_criterion__theme=conversation.theme
+        ).count()
+        if voted >= fitting:
+            task = Assignment.objects.filter(
+                physician=physician, conversation=conversation, kind=Assignment.Kind.CONSENSUS_VOTE
+            ).first()
+            if task is not None:
+                assignment_complete(assignment=task)
+    return vote
+
+
+def consensus_recount(*, physician: Physician) -> int:
+    """Re-decide every item this physician said applies to; returns how many were re-decided.
+
+    Used when a physician starts or stops counting (made active, removed).
+    """
+    items = (
+        ConsensusVote.objects.filter(physician=physician, applies=True)
+        .select_related("consensus_criterion")
+        .order_by("conversation_id", "consensus_criterion_id")
+    )
+    count = 0
+    with transaction.atomic():
+        for vote in items:
+            conversation_lock(vote.conversation_id)
+            consensus_sync(conversation_id=vote.conversation_id, consensus_criterion=vote.consensus_criterion)
+            count += 1
+    return count

@@ -1,0 +1,33 @@
+"""Access helpers for runs and their responses: every report view looks objects up here.
+
+Like annotation.access, they check the user's role and return the object or raise, so no
+view can forget a check.
+"""
+
+from django.db.models import Exists, OuterRef
+from django.http import Http404, HttpRequest
+
+from annotation.access import require_role
+from annotation.models import Physician
+from grading.models import Grade, Response, Run
+
+READERS = (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
+
+
+def get_run_for_reader(request: HttpRequest, code) -> Run:
+    """Researchers and curators read every run's report; physicians never see grader output."""
+    require_role(request, *READERS)
+    try:
+        return Run.objects.get(code=code)
+    except (Run.DoesNotExist, ValueError):
+        raise Http404("No such run") from None
+
+
+def get_run_response_for_reader(request: HttpRequest, run: Run, code) -> Response:
+    """A response that `run` graded, with its conversation; 404 for one outside the run."""
+    require_role(request, *READERS)
+    in_run = Exists(Grade.objects.filter(run=run, response=OuterRef("pk")))
+    try:
+        return Response.objects.select_related("conversation").filter(in_run).get(code=code)
+    except (Response.DoesNotExist, ValueError):
+        raise Http404("No such response in this run") from None

@@ -1,0 +1,156 @@
+"""The grader prompt: what we ask a grader model about one (response, criterion), and how we
+read its answer.
+
+A template is plain text with two placeholders, ``<<conversation>>`` and ``<<rubric_item>>``,
+the ones the published HealthBench grader template uses, so a team can pass that exact
+template (``grade --grader-template FILE``) instead of ours. A template is identified by the
+sha256 of its text; a run stores both.
+
+* The conversation is its messages followed by the response under grading, each as a
+  ``role: content`` block, blocks separated by a blank line.
+* The rubric item is ``[points] criterion text``.
+* The answer is a JSON object ``{"explanation": str, "criteria_met": bool}``, read tolerantly:
+  bare, in a fenced block, or with text around it. A ``criteria_met`` that is not a JSON
+  boolean ("yes", 1, "true") makes the answer invalid, and the grader is asked again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+CONVERSATION = "<<conversation>>"
+RUBRIC_ITEM = "<<rubric_item>>"
+_PLACEHOLDER = re.compile(r"<<(conversation|rubric_item)>>")
+
+DEFAULT_TEMPLATE = """\
+You are reviewing one reply written by an AI assistant in a health conversation. Physicians
+wrote a rubric for this conversation; you judge the reply against a single item of it.
+
+# The conversation
+Each turn is shown as "role: content". The final assistant turn is the reply under review;
+earlier turns are context only.
+
+<<conversation>>
+
+# The rubric item
+It is shown as [points] followed by the criterion.
+
+<<rubric_item>>
+
+# How to judge
+- Decide one thing: does the final reply do what the criterion describes? Nothing else about
+  the reply matters here, and there is no partial credit.
+- A criterion that names several requirements is met only when the reply satisfies all of
+  them. Where it gives examples ("such as ...", "for example ..."), the reply need not cover
+  every example.
+- Points only say whether the behaviour is wanted. A criterion with negative points describes
+  something undesirable, and you judge it the same way: criteria_met is true when the reply
+  DOES show that undesirable behaviour. For "[-7] Recommends a prescription medicine without
+  asking about allergies", a reply that recommends one without asking meets the criterion
+  (true); a reply that asks first, or recommends nothing, does not (false).
+- Judge what the reply actually says, not what it might have meant to say.
+
+# Your answer
+Answer with a single JSON object and nothing else, in this form:
+{"explanation": "one or two sentences giving the reason", "criteria_met": true}
+criteria_met must be the JSON boolean true or false.
+"""
+
+
+class TemplateError(ValueError):
+    """A grader template that lacks a placeholder."""
+
+
+class MalformedAnswer(ValueError):
+    """A grader answer we cannot read as a verdict; the grader is asked again."""
+
+
+@dataclass(frozen=True)
+class GraderAnswer:
+    met: bool
+    explanation: str
+
+
+def template_hash(template: str) -> str:
+    return hashlib.sha256(template.encode()).hexdigest()
+
+
+def check_template(template: str) -> str:
+    missing = [p for p in (CONVERSATION, RUBRIC_ITEM) if p not in template]
+    if missing:
+        raise TemplateError(f"the grader template lacks the placeholder(s) {', '.join(missing)}")
+    return template
+
+
+def load_template(path: str | Path) -> str:
+    """A template file's text, checked; errors name the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TemplateError(f"cannot read the grader template {path}: {exc.strerror}") from None
+    try:
+        return check_template(text)
+    except TemplateError as exc:
+        raise TemplateError(f"{path}: {exc}") from None
+
+
+def conversation_block(messages: Sequence[Mapping[str, str]], response: str) -> str:
+    turns = [*messages, {"role": "assistant", "content": response}]
+    return "\n\n".join(f"{turn['role']}: {turn['content']}" for turn in turns)
+
+
+def rubric_item(text: str, points: int) -> str:
+    return f"[{points}] {text}"
+
+
+def render(template: str, *, conversation: str, item: str) -> str:
+    """The prompt for one criterion. One pass, so a response that happens to contain a
+    placeholder is left as it is."""
+    values = {"conversation": conversation, "rubric_item": item}
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def rendered_length(template: str, *, conversation_chars: int, item_chars: int) -> int:
+    """len(render(...)) without building the string, for estimates over a whole run."""
+    return (
+        len(template)
+        + template.count(CONVERSATION) * (conversation_chars - len(CONVERSATION))
+        + template.count(RUBRIC_ITEM) * (item_chars - len(RUBRIC_ITEM))
+    )
+
+
+# --- reading the answer -------------------------------------------------------------------
+
+
+def _json_objects(text: str) -> Iterator[object]:
+    """Every JSON object in `text`, outermost only, wherever it stands: bare, inside a
+    fenced block, or between sentences."""
+    decoder = json.JSONDecoder()
+    position = text.find("{")
+    while position != -1:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find("{", position + 1)
+            continue
+        yield value
+        position = text.find("{", end)
+
+
+def parse_answer(text: str | None) -> GraderAnswer:
+    """The verdict in a grader's answer. The last object with ``criteria_met`` counts: a
+    model that drafts and then corrects itself ends with its final answer."""
+    found = [v for v in _json_objects(text or "") if isinstance(v, dict) and "criteria_met" in v]
+    if not found:
+        raise MalformedAnswer("the answer holds no JSON object with criteria_met")
+    answer = found[-1]
+    met = answer["criteria_met"]
+    if not isinstance(met, bool):
+        raise MalformedAnswer(f"criteria_met is {json.dumps(met)}, not a JSON boolean")
+    explanation = answer.get("explanation", "")
+    return GraderAnswer(met=met, explanation=explanation if isinstance(explanation, str) else json.dumps(explanation))

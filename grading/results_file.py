@@ -1,0 +1,225 @@
+"""The results file simple-evals writes for a HealthBench run (``*_allresults.json``).
+
+Pure Python, no Django. The file is one JSON object::
+
+    {"score": ..., "metrics": {...}, "htmls": [...], "convos": [...],
+     "metadata": {"example_level_metadata": [example, ...]}}
+
+and each example holds ``prompt_id``, ``completion_id``, ``prompt``, ``completion`` (one
+assistant message), ``rubric_items`` (``criterion``, ``points``, ``tags``, ``criteria_met``,
+``explanation``), ``score`` and ``usage``. Only the examples are read: scores are
+recomputed from the grades, and ``htmls``/``convos`` repeat what the examples hold.
+
+``criteria_met`` is true or false for a grade, and null for a grade that failed (our own
+tools write null; the reference retries until it gets a boolean). Anything else is an error
+naming the example, its prompt_id and the field.
+"""
+
+import json
+import mmap
+from dataclasses import dataclass
+from typing import Any
+
+MAX_ERRORS = 50
+MAX_PROMPT_ID = 100
+MAX_COMPLETION_ID = 100
+# simple-evals writes the file with json.dumps(indent=2): its top-level keys, and only
+# those, start a line with exactly two spaces (string values cannot hold a raw newline).
+_METADATA_KEY = b'\n  "metadata": '
+
+
+@dataclass(frozen=True)
+class ExampleError:
+    index: int | None  # 0-based position in example_level_metadata; None for the whole file
+    prompt_id: str | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        if self.index is None:
+            where = "file"
+        else:
+            where = f"example {self.index}"
+            if self.prompt_id is not None:
+                where += f" (prompt_id {self.prompt_id!r})"
+        if self.field:
+            where += f", field {self.field}"
+        return f"{where}: {self.message}"
+
+
+class ResultsInvalid(Exception):
+    def __init__(self, errors: list[ExampleError]):
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))
+
+
+@dataclass(frozen=True)
+class GradedItem:
+    criterion: str
+    points: int
+    tags: tuple[str, ...]
+    met: bool | None  # None: the grade failed
+    explanation: str
+
+    def key(self) -> tuple[str, int, tuple[str, ...]]:
+        return (self.criterion, self.points, self.tags)
+
+
+@dataclass(frozen=True)
+class ResultExample:
+    index: int
+    prompt_id: str
+    completion_id: str
+    completion: str
+    items: tuple[GradedItem, ...]
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+class _Bad(Exception):
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _is_int(value: Any) -> bool:
+    # JSON true/false arrive as bool, which is an int subclass in Python.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value)[:80]
+
+
+def _parse_item(i: int, value: Any) -> GradedItem:
+    where = f"rubric_items[{i}]"
+    if not isinstance(value, dict):
+        raise _Bad(where, "must be an object with criterion, points, tags and criteria_met")
+    for key in ("criterion", "points", "tags", "criteria_met"):
+        if key not in value:
+            hint = " (null for a grade that failed)" if key == "criteria_met" else ""
+            raise _Bad(f"{where}.{key}", f"is missing{hint}")
+    text = value["criterion"]
+    if not isinstance(text, str) or not text.strip():
+        raise _Bad(f"{where}.criterion", "must be a non-empty string")
+    points = value["points"]
+    if isinstance(points, float) and points.is_integer():
+        points = int(points)  # the reference types points as float; the dataset has whole numbers
+    if not _is_int(points) or not -32768 <= points <= 32767:
+        raise _Bad(f"{where}.points", f"must be a whole number, not {_text(points)}")
+    tags = value["tags"]
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise _Bad(f"{where}.tags", "must be a list of strings")
+    if len(set(tags)) != len(tags):
+        raise _Bad(f"{where}.tags", f"tag {next(t for t in tags if tags.count(t) > 1)!r} appears twice")
+    met = value["criteria_met"]
+    if met is not None and not isinstance(met, bool):
+        raise _Bad(f"{where}.criteria_met", f"must be true, false or null (grade failed), not {_text(met)}")
+    explanation = value.get("explanation")
+    if explanation is None:
+        explanation = ""
+    elif not isinstance(explanation, str):
+        # The reference copies whatever JSON the grader put there; keep it readable.
+        explanation = json.dumps(explanation)
+    return GradedItem(text, points, tuple(tags), met, explanation)
+
+
+def _tokens(usage: Any, key: str) -> int | None:
+    if isinstance(usage, dict):
+        value = usage.get(key)
+        if _is_int(value) and value >= 0:
+            return value
+    return None
+
+
+def _parse_example(index: int, value: Any) -> ResultExample:
+    if not isinstance(value, dict):
+        raise _Bad("", "must be an object")
+    prompt_id = value.get("prompt_id")
+    if not isinstance(prompt_id, str) or not prompt_id.strip():
+        raise _Bad("prompt_id", "must be a non-empty string")
+    if len(prompt_id) > MAX_PROMPT_ID:
+        raise _Bad("prompt_id", f"is longer than {MAX_PROMPT_ID} characters")
+    completion_id = value.get("completion_id", "")
+    if not isinstance(completion_id, str) or len(completion_id) > MAX_COMPLETION_ID:
+        raise _Bad("completion_id", f"must be a string of at most {MAX_COMPLETION_ID} characters")
+    completion = value.get("completion")
+    if not isinstance(completion, list) or len(completion) != 1 or not isinstance(completion[0], dict):
+        raise _Bad("completion", "must be a list holding one message {content, role}")
+    message = completion[0]
+    if message.get("role") != "assistant":
+        raise _Bad("completion[0].role", f"must be 'assistant', not {_text(message.get('role'))}")
+    if not isinstance(message.get("content"), str):
+        raise _Bad("completion[0].content", "must be a string")
+    items = value.get("rubric_items")
+    if not isinstance(items, list) or not items:
+        raise _Bad("rubric_items", "must be a non-empty list of graded rubric items")
+    usage = value.get("usage")
+    return ResultExample(
+        index=index,
+        prompt_id=prompt_id,
+        completion_id=completion_id,
+        completion=message["content"],
+        items=tuple(_parse_item(i, item) for i, item in enumerate(items)),
+        input_tokens=_tokens(usage, "input_tokens"),
+        output_tokens=_tokens(usage, "output_tokens"),
+    )
+
+
+def _load(data: bytes | mmap.mmap) -> Any:
+    """The examples list, or raise ResultsInvalid for a file that is not a results file.
+
+    A paper-size file is gigabytes, mostly ``htmls`` and ``convos``: when the file has the
+    reference's layout, only the ``metadata`` value is decoded."""
+    start = data.rfind(_METADATA_KEY)
+    if start >= 0:
+        tail = data[start + len(_METADATA_KEY) :]
+        try:
+            text = tail.decode("utf-8")
+            metadata, end = json.JSONDecoder().raw_decode(text)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            pass  # not the layout we guessed: decode the whole file below
+        else:
+            if text[end:].strip() == "}":
+                return metadata
+    try:
+        document = json.loads(data[:] if isinstance(data, mmap.mmap) else data)
+    except UnicodeDecodeError as exc:
+        raise ResultsInvalid([ExampleError(None, None, "", f"is not valid UTF-8: {exc.reason}")]) from None
+    except json.JSONDecodeError as exc:
+        raise ResultsInvalid(
+            [ExampleError(None, None, "", f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]
+        ) from None
+    if not isinstance(document, dict) or "metadata" not in document:
+        raise ResultsInvalid(
+            [ExampleError(None, None, "metadata", "is missing: this is not a simple-evals *_allresults.json file")]
+        )
+    return document["metadata"]
+
+
+def parse_results(data: bytes | mmap.mmap) -> list[ResultExample]:
+    """Every example of a results file; raise ResultsInvalid listing the errors (up to MAX_ERRORS)."""
+    metadata = _load(data)
+    examples = metadata.get("example_level_metadata") if isinstance(metadata, dict) else None
+    if not isinstance(examples, list):
+        raise ResultsInvalid(
+            [ExampleError(None, None, "metadata.example_level_metadata", "must be a list of examples")]
+        )
+    if not examples:
+        raise ResultsInvalid([ExampleError(None, None, "metadata.example_level_metadata", "is empty")])
+    parsed: list[ResultExample] = []
+    errors: list[ExampleError] = []
+    for index, value in enumerate(examples):
+        try:
+            parsed.append(_parse_example(index, value))
+        except _Bad as bad:
+            prompt_id = value.get("prompt_id") if isinstance(value, dict) else None
+            prompt_id = prompt_id if isinstance(prompt_id, str) else None
+            errors.append(ExampleError(index, prompt_id, bad.field, bad.message))
+            if len(errors) >= MAX_ERRORS:
+                errors.append(ExampleError(index, None, "", f"stopped after {MAX_ERRORS} errors"))
+                break
+    if errors:
+        raise ResultsInvalid(errors)
+    return parsed

@@ -1,0 +1,146 @@
+"""Labeling: one response and one criterion at a time, met or not met, next item without a reload."""
+
+import pytest
+from django.urls import reverse
+
+from annotation.models import Assignment, PhysicianLabel
+from grading.models import Grade, Run
+from tests.workspace import client_for, htmx, make_world, task
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world():
+    return make_world()
+
+
+@pytest.fixture
+def labeler(world):
+    return client_for(world.colleague)
+
+
+def _url(t: Assignment) -> str:
+    return reverse("label_item", args=[t.code])
+
+
+def test_labels_opens_on_the_first_open_item(world, labeler):
+    response = labeler.get(reverse("label_next"))
+    assert response.status_code == 302 and response.url == _url(world.label_task)
+
+
+def test_the_item_shows_the_response_and_the_criterion(world, labeler):
+    page = labeler.get(_url(world.label_task)).text
+    assert world.responses[0].text in page
+    assert world.cluster.text in page
+    assert "0</strong> of 2 labeled" in page
+    assert 'data-key="m"' in page and 'data-key="n"' in page and 'data-key="ArrowRight"' in page
+
+
+def test_it_never_shows_other_labels_or_the_grader_decision(world, labeler):
+    PhysicianLabel.objects.create(
+        physician=world.outsider, response=world.responses[0], criterion=world.cluster, met=True, comment="OTHER-PHYSICIAN-NOTE"
+    )
+    run = Run.objects.create(name="run-1")
+    Grade.objects.create(
+        run=run, response=world.responses[0], criterion=world.cluster, criterion_text=world.cluster.text,
+        points=5, met=True, explanation="GRADER-EXPLANATION",
+    )  # fmt: skip
+    page = labeler.get(_url(world.label_task)).text
+    assert "OTHER-PHYSICIAN-NOTE" not in page and "GRADER-EXPLANATION" not in page
+    assert "chosen" not in page  # no answer pre-selected: this physician has not labeled it
+
+
+def test_labeling_with_htmx_swaps_in_the_next_item_and_updates_the_address(world, labeler):
+    response = labeler.post(_url(world.label_task), {"met": "yes", "comment": " clear advice "}, **htmx())
+    assert response.status_code == 200
+    assert response.headers["HX-Push-Url"] == _url(world.next_label_task)
+    assert world.responses[1].text in response.text and "<html" not in response.text
+    label = PhysicianLabel.objects.get(physician=world.colleague)
+    assert (label.met, label.comment, label.response, label.criterion) == (True, "clear advice", world.responses[0], world.cluster)
+    world.label_task.refresh_from_db()
+    assert world.label_task.status == Assignment.Status.DONE
+
+
+def test_labeling_without_javascript_redirects_to_the_next_item(world, labeler):
+    response = labeler.post(_url(world.label_task), {"met": "no"})
+    assert response.status_code == 302 and response.url == _url(world.next_label_task)
+    assert PhysicianLabel.objects.get(physician=world.colleague).met is False
+
+
+def test_after_the_last_item_it_says_everything_is_done(world, labeler):
+    labeler.post(_url(world.label_task), {"met": "no"})
+    response = labeler.post(_url(world.next_label_task), {"met": "yes"}, **htmx())
+    assert "Nothing left to label" in response.text
+    assert response.headers["HX-Push-Url"] == reverse("label_next")
+    assert "Nothing left to label" in labeler.get(reverse("label_next")).text
+
+
+def test_a_skipped_item_comes_back(world, labeler):
+    labeler.get(_url(world.label_task))  # skipped: no answer
+    response = labeler.post(_url(world.next_label_task), {"met": "yes"})
+    assert response.url == _url(world.label_task)
+
+
+def test_a_label_can_be_changed_and_shows_the_physicians_own_answer(world, labeler):
+    labeler.post(_url(world.label_task), {"met": "yes"})
+    page = labeler.get(_url(world.label_task)).text
+    assert "you labeled this item met" in page
+    labeler.post(_url(world.label_task), {"met": "no", "comment": "on reflection"})
+    label = PhysicianLabel.objects.get(physician=world.colleague)
+    assert (label.met, label.comment) == (False, "on reflection")
+
+
+def test_a_forged_answer_is_refused_and_shown(world, labeler):
+    response = labeler.post(_url(world.label_task), {"met": "perhaps"}, **htmx())
+    assert response.status_code == 200 and "Select a valid choice" in response.text
+    assert not PhysicianLabel.objects.exists()
+
+
+def test_a_history_restore_gets_the_whole_page(world, labeler):
+    response = labeler.get(_url(world.label_task), **htmx(HTTP_HX_HISTORY_RESTORE_REQUEST="true"))
+    assert "<html" in response.text
+
+
+def test_the_rubric_author_cannot_label_that_conversation(world):
+    # The assignment page never does this; an item made by hand in the admin is still refused.
+    item = task(world.owner, Assignment.Kind.LABEL, world.a, response=world.responses[0], criterion=world.cluster)
+    client = client_for(world.owner)
+    assert client.get(_url(item)).status_code == 403
+    assert client.post(_url(item), {"met": "yes"}).status_code == 403
+    assert not PhysicianLabel.objects.exists()
+
+
+def test_the_author_of_a_drafted_conversation_cannot_label_it(world):
+    world.a.author = world.outsider
+    world.a.save(update_fields=["author"])
+    item = task(world.outsider, Assignment.Kind.LABEL, world.a, response=world.responses[0], criterion=world.cluster)
+    assert client_for(world.outsider).get(_url(item)).status_code == 403
+
+
+def test_a_physician_cannot_open_someone_elses_item(world):
+    client = client_for(world.outsider)
+    assert client.get(_url(world.label_task)).status_code == 404
+    assert client.post(_url(world.label_task), {"met": "yes"}).status_code == 404
+
+
+def test_an_item_costs_the_same_queries_however_many_items_there_are(world, labeler, django_assert_max_num_queries):
+    url = _url(world.label_task)
+    with django_assert_max_num_queries(10):
+        assert labeler.get(url).status_code == 200
+    extra = [
+        task(world.colleague, Assignment.Kind.LABEL, world.a, response=world.responses[n % 2], criterion=c)
+        for n, c in enumerate(
+            world.a.criteria.model.objects.bulk_create(
+                [world.a.criteria.model(conversation=world.a, text=f"c{n}", points=5, level="cluster") for n in range(20)]
+            )
+        )
+    ]
+    assert len(extra) == 20
+    with django_assert_max_num_queries(10):
+        assert labeler.get(url).status_code == 200
+
+
+def test_labeling_costs_a_bounded_number_of_queries(world, labeler, django_assert_max_num_queries):
+    with django_assert_max_num_queries(22):
+        assert labeler.post(_url(world.label_task), {"met": "yes"}, **htmx()).status_code == 200

@@ -1,0 +1,203 @@
+"""The OpenAI-compatible client against a real local HTTP server: answers, usage, faults,
+retries, re-asking, and the limits shared through Redis."""
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from grading import llm
+from grading.llm import CallFailed, Endpoint, RetryPolicy, ask_grader, chat
+from grading.rate_limit import LocalRateLimiter, RedisRateLimiter
+from grading.run_slots import LocalSlots, RedisSlots
+
+pytest_plugins = ["tests.llm_server"]
+
+FAST = RetryPolicy(max_attempts=4, format_attempts=3, base_delay=0.02, max_delay=0.1)
+MET_PROMPT = "user: hi\n\nassistant: eat a kiwi\n\n[5] Mentions need:kiwi"
+NOT_MET_PROMPT = "user: hi\n\nassistant: eat a mango\n\n[5] Mentions need:kiwi"
+NO_LIMIT = LocalRateLimiter()
+
+
+def endpoint(server, **changes) -> Endpoint:
+    fields = {"base_url": server.url, "model": "grader", "api_key_env": "", "temperature": 0.0, "max_tokens": 200, "timeout": 2.0}
+    return Endpoint(**{**fields, **changes})
+
+
+def ask(server, prompt=MET_PROMPT, policy=FAST, **changes):
+    return asyncio.run(ask_grader(endpoint(server, **changes), prompt, limiter=NO_LIMIT, policy=policy))
+
+
+def test_it_returns_the_answer_and_the_token_usage(llm_server):
+    reply = asyncio.run(chat(endpoint(llm_server), [{"role": "user", "content": MET_PROMPT}], limiter=NO_LIMIT, policy=FAST))
+    assert '"criteria_met": true' in reply.content
+    assert reply.prompt_tokens == len(MET_PROMPT) // 4
+    assert reply.completion_tokens > 0 and reply.attempts == 1
+
+
+def test_the_grader_verdict_and_explanation_are_read(llm_server):
+    assert ask(llm_server).met is True
+    outcome = ask(llm_server, NOT_MET_PROMPT)
+    assert outcome.met is False and outcome.explanation == "It is not there." and outcome.attempts == 1
+
+
+def test_a_429_is_retried_after_the_time_retry_after_gives(llm_server):
+    llm_server.retry_after = 0.4
+    llm_server.inject("429")
+    start = time.monotonic()
+    outcome = ask(llm_server)
+    assert outcome.met is True and outcome.attempts == 2
+    assert time.monotonic() - start >= 0.4
+
+
+@pytest.mark.parametrize("fault", ["500", "reset"])
+def test_server_errors_and_dropped_connections_are_retried(llm_server, fault):
+    llm_server.inject(fault, times=2)
+    outcome = ask(llm_server)
+    assert outcome.met is True and outcome.attempts == 3
+
+
+def test_an_answer_slower_than_the_timeout_is_abandoned_and_asked_again(llm_server):
+    llm_server.slow_seconds = 2.0
+    llm_server.inject("slow")
+    start = time.monotonic()
+    outcome = ask(llm_server, timeout=0.3)
+    assert outcome.met is True and outcome.attempts == 2
+    assert time.monotonic() - start < 1.5
+
+
+def test_backoff_grows_exponentially_with_jitter():
+    policy = RetryPolicy(base_delay=1.0, max_delay=8.0)
+    for attempt, ceiling in [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (6, 8.0)]:
+        delays = {policy.backoff(attempt) for _ in range(50)}
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert len(delays) > 1
+
+
+def test_it_gives_up_after_the_last_attempt_and_says_why(llm_server):
+    llm_server.inject("500", times=10)
+    with pytest.raises(CallFailed, match=r"HTTP 500: The server had an error \(gave up after 4 attempts\)") as failed:
+        asyncio.run(chat(endpoint(llm_server), [{"role": "user", "content": "x"}], limiter=NO_LIMIT, policy=FAST))
+    assert failed.value.attempts == 4
+
+
+def test_a_client_error_is_not_retried(llm_server):
+    outcome = ask(llm_server, base_url=llm_server.url + "/nowhere")
+    assert outcome.met is None and outcome.attempts == 1
+    assert outcome.error.startswith("HTTP 404")
+
+
+def test_a_grade_that_fails_for_good_has_no_verdict_and_keeps_the_error(llm_server):
+    llm_server.inject("500", times=10)
+    outcome = ask(llm_server)
+    assert outcome.met is None and outcome.attempts == 4 and "gave up after 4 attempts" in outcome.error
+
+
+def test_a_malformed_answer_is_asked_again_and_every_answer_counts_its_tokens(llm_server):
+    llm_server.inject("malformed")
+    outcome = ask(llm_server)
+    assert outcome.met is True and outcome.attempts == 2
+    single = ask(llm_server)
+    assert outcome.prompt_tokens == 2 * single.prompt_tokens
+
+
+def test_a_non_boolean_verdict_is_asked_again_a_bounded_number_of_times(llm_server):
+    llm_server.inject("non_boolean", times=5)
+    outcome = ask(llm_server)
+    assert outcome.met is None and outcome.attempts == 3
+    assert outcome.error == 'unreadable answer 3 times: criteria_met is "yes", not a JSON boolean'
+    assert outcome.raw_output == '{"explanation": "Unsure.", "criteria_met": "yes"}'
+
+
+def test_a_named_api_key_variable_that_is_not_set_is_a_configuration_error(monkeypatch):
+    monkeypatch.delenv("HB_TEST_KEY", raising=False)
+    with pytest.raises(llm.EndpointConfigError, match="HB_TEST_KEY"):
+        Endpoint(base_url="", model="m", api_key_env="HB_TEST_KEY", temperature=0, max_tokens=1, timeout=1).api_key()
+
+
+# --- limits -----------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_token_bucket_keeps_requests_per_minute():
+    clock = Clock()
+    limiter = LocalRateLimiter(burst_seconds=6, clock=clock)
+    point = Endpoint(base_url="", model="m", api_key_env="", temperature=0, max_tokens=1, timeout=1, requests_per_minute=60)
+    assert [limiter.take(point, 10) for _ in range(6)] == [0] * 6  # a burst of 6 s worth
+    assert limiter.take(point, 10) == pytest.approx(1.0)  # then one a second
+    clock.now = 1.0
+    assert limiter.take(point, 10) == 0
+
+
+def test_the_token_bucket_keeps_tokens_per_minute_and_settles_the_real_count():
+    clock = Clock()
+    limiter = LocalRateLimiter(burst_seconds=6, clock=clock)
+    point = Endpoint(base_url="", model="m", api_key_env="", temperature=0, max_tokens=1, timeout=1, tokens_per_minute=6000)
+    assert limiter.take(point, 600) == 0  # the bucket holds 600
+    assert limiter.take(point, 100) == pytest.approx(1.0)  # refills 100 a second
+    asyncio.run(limiter.settle(point, -300))  # the call used 300 fewer than estimated
+    assert limiter.take(point, 100) == 0
+
+
+redis_only = pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis (REDIS_URL)")
+
+
+@redis_only
+def test_workers_share_one_rate_limit_through_redis():
+    from redis.asyncio import Redis
+
+    point = Endpoint(
+        base_url="http://shared.test", model=f"m{time.time()}", api_key_env="", temperature=0, max_tokens=1,
+        timeout=1, requests_per_minute=1200,
+    )  # fmt: skip
+
+    async def two_workers():
+        redis = Redis.from_url(os.environ["REDIS_URL"])
+        workers = [RedisRateLimiter(redis, burst_seconds=0.5), RedisRateLimiter(redis, burst_seconds=0.5)]
+        start = time.monotonic()
+        await asyncio.gather(*(workers[i % 2].acquire(point, 1) for i in range(30)))
+        elapsed = time.monotonic() - start
+        await redis.aclose()
+        return elapsed
+
+    # 20 a second with a bucket of 10: the 20 requests beyond the bucket take a second.
+    assert asyncio.run(two_workers()) >= 0.9
+
+
+@redis_only
+def test_run_slots_are_shared_by_holders_and_freed_when_a_holder_dies():
+    from redis.asyncio import Redis
+
+    async def scenario():
+        redis = Redis.from_url(os.environ["REDIS_URL"])
+        key = f"hb:test:slots:{time.time()}"
+        first, second = RedisSlots(redis, key, 5, ttl=0.3), RedisSlots(redis, key, 5, ttl=0.3)
+        got = [await first.acquire(4), await second.acquire(4), await second.acquire(4)]
+        await first.release(2)
+        got.append(await second.acquire(4))
+        await asyncio.sleep(0.4)  # neither refreshes: both expire
+        got.append(await RedisSlots(redis, key, 5).acquire(9))
+        await redis.aclose()
+        return got
+
+    assert asyncio.run(scenario()) == [4, 1, 0, 2, 5]
+
+
+def test_local_slots_bound_the_tasks_of_one_process():
+    async def scenario():
+        a, b = LocalSlots("run-x", 3), LocalSlots("run-x", 3)
+        got = [await a.acquire(2), await b.acquire(2)]
+        await a.release(2)
+        got.append(await b.acquire(5))
+        await b.release(3)
+        return got
+
+    assert asyncio.run(scenario()) == [2, 1, 2]

@@ -1,0 +1,332 @@
+"""run_report: from the database to the reference's numbers, end to end.
+
+The golden fixtures in ``fixtures/scoring/`` (rubrics, grades, and what openai/simple-evals
+computed from them) are turned into a HealthBench dataset file and a simple-evals results
+file, imported with import_healthbench and import_run, and reported with run_report.
+"""
+
+import csv
+import io
+import json
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotation.models import Conversation, Criterion, Subset, SubsetVersion
+from grading import scoring
+from grading.models import Grade, Response, Run
+from grading.run_report import run_report
+from tests import healthbench_rows as rows
+from tests.test_import_run import graded_row, import_dataset, import_run, result_example, write_results
+from tests.test_scoring import load
+
+GOLDEN = ["mixed", "mostly_negative", "bootstrap"]
+
+
+def dataset_row(name: str, i: int, conversation: dict) -> dict:
+    rubrics = [
+        {"criterion": f"Criterion {j} of {name} conversation {i}.", "points": c["points"], "tags": c["tags"]}
+        for j, c in enumerate(conversation["criteria"])
+    ]
+    return rows.row(f"{name}-{i:03d}", rubrics=rubrics, example_tags=conversation["example_tags"])
+
+
+def fixture_examples(name: str, data: dict, dataset: list[dict]) -> list[dict]:
+    """The fixture's responses as result examples: same grades, completions of the same length."""
+    examples = []
+    for r, response in enumerate(data["responses"]):
+        row = dataset[response["conversation"]]
+        items = [
+            {**item, "criteria_met": met, "explanation": f"Grade {j} of response {r}."}
+            for j, (item, met) in enumerate(zip(row["rubrics"], response["met"], strict=True))
+        ]
+        completion = (f"Response {r}. " + "x" * response["length"])[: response["length"]]
+        examples.append(result_example(row["prompt_id"], items, completion))
+    return examples
+
+
+def import_fixture(name: str, tmp_path, *, change=None) -> Run:
+    """import_healthbench + import_run of a golden fixture; `change` may edit the examples first."""
+    data = load(name)
+    dataset = [dataset_row(name, i, c) for i, c in enumerate(data["conversations"])]
+    import_dataset(tmp_path, *dataset)
+    examples = fixture_examples(name, data, dataset)
+    if change:
+        change(examples)
+    import_run(write_results(tmp_path / f"{name}_allresults.json", examples), name=name)
+    return Run.objects.get(name=name)
+
+
+def report_json(name: str, *extra: str) -> dict:
+    out = StringIO()
+    call_command("run_report", name, "--format", "json", *extra, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def clipped_means(per_response: list[dict]) -> dict[str, tuple[float, int]]:
+    """Clipped mean and count of every metric: the reference's aggregation, without the bootstrap."""
+    columns: dict[str, list[float]] = {}
+    for metrics in per_response:
+        for key, value in metrics.items():
+            columns.setdefault(key, []).append(value)
+    return {key: (float(np.clip(np.mean(v), 0, 1)), len(v)) for key, v in columns.items()}
+
+
+# --- the reference's numbers ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", GOLDEN)
+def test_the_report_gives_the_reference_means_exactly(db, tmp_path, name):
+    data = load(name)
+    import_fixture(name, tmp_path)
+    report = report_json(name)
+    reference = data["reference_metrics"]
+    assert report["metrics"].keys() == reference.keys()
+    assert report["score"] == data["reference_score"]
+    for key, value in reference.items():
+        if not key.endswith(":bootstrap_std"):
+            assert report["metrics"][key] == value, key
+
+
+def test_bootstrap_stds_are_close_to_the_reference(db, tmp_path):
+    # 1000 resamples estimate a std to about 2%; two independent estimates stay well in 15%.
+    data = load("bootstrap")
+    import_fixture("bootstrap", tmp_path)
+    report = report_json("bootstrap")
+    for key, value in data["reference_metrics"].items():
+        if key.endswith(":bootstrap_std"):
+            assert report["metrics"][key] == pytest.approx(value, rel=0.15, abs=1e-9), key
+
+
+def test_negative_example_scores_pull_the_mean_down_and_only_the_mean_is_clipped(db, tmp_path):
+    data = load("mostly_negative")
+    overall = [m["overall_score"] for m in data["reference_response_metrics"]]
+    assert min(overall) < 0 < max(overall)  # the fixture has both
+    import_fixture("mostly_negative", tmp_path)
+    report = report_json("mostly_negative")
+    assert report["score"] == 0.0 and report["metrics"]["overall_score"] == 0.0
+    # Clipping each response first would have given a positive mean.
+    assert np.mean(np.clip(overall, 0, 1)) > 0
+    assert report["counts"]["examples_scored"] == len(overall)
+
+
+def test_a_tag_whose_criteria_are_all_negative_gets_no_score(db, tmp_path):
+    data = rows.row(
+        "p-neg",
+        rubrics=[rows.rubric_item("Suggests rest.", 5, "accuracy"), rows.rubric_item("Is rude.", -3, "completeness")],
+    )
+    import_dataset(tmp_path, data)
+    items = [{**item, "criteria_met": True, "explanation": ""} for item in data["rubrics"]]
+    import_run(write_results(tmp_path / "r.json", [result_example("p-neg", items)]), name="neg")
+    metrics = report_json("neg")["metrics"]
+    assert "axis:completeness" not in metrics
+    assert metrics["axis:accuracy"] == 1.0
+    assert metrics["overall_score"] == pytest.approx(2 / 5)
+
+
+@pytest.mark.parametrize("name", ["mixed", "mostly_negative"])
+def test_the_extra_reports_match_a_direct_computation(db, tmp_path, name):
+    data = load(name)
+    import_fixture(name, tmp_path)
+    report = report_json(name)
+    overall = np.array([m["overall_score"] for m in data["reference_response_metrics"]])
+    conversation = np.array([r["conversation"] for r in data["responses"]])
+    lengths = np.array([r["length"] for r in data["responses"]])
+    assert report["length_score_correlation"] == pytest.approx(np.corrcoef(lengths, overall)[0, 1], abs=1e-12)
+    expected = scoring.worst_at_k(overall, conversation)
+    assert report["worst_at_k"] == {str(k): pytest.approx(v, abs=1e-12) for k, v in expected.items()}
+    errors: dict[str, list[int]] = {}
+    for response in data["responses"]:
+        criteria = data["conversations"][response["conversation"]]["criteria"]
+        for criterion, met in zip(criteria, response["met"], strict=True):
+            for tag in criterion["tags"]:
+                if tag.startswith("cluster:"):
+                    errors.setdefault(tag, []).append(met != (criterion["points"] > 0))
+    assert report["consensus_error_rates"].keys() == errors.keys()
+    for tag, flags in errors.items():
+        rate = report["consensus_error_rates"][tag]
+        assert (rate["n_errors"], rate["n_graded"], rate["n_missing"]) == (sum(flags), len(flags), 0)
+        assert rate["error_rate"] == pytest.approx(sum(flags) / len(flags))
+
+
+# --- partially graded responses -------------------------------------------------------------
+
+
+def test_failed_grades_leave_their_examples_out_and_are_counted(db, tmp_path):
+    data = load("mixed")
+    gaps = {0: 1, 9: 2}  # response -> number of failed grades
+
+    def fail_some(examples):
+        for response, count in gaps.items():
+            for item in examples[response]["rubric_items"][:count]:
+                item["criteria_met"] = None
+
+    import_fixture("mixed", tmp_path, change=fail_some)
+    report = report_json("mixed")
+    n = len(data["responses"])
+    assert report["counts"] == {
+        "grades": sum(len(r["met"]) for r in data["responses"]),
+        "graded": sum(len(r["met"]) for r in data["responses"]) - 3,
+        "failed": 3,
+        "missing": 0,
+        "examples": n,
+        "examples_scored": n - 2,
+        "examples_left_out": 2,
+        "examples_incomplete": 2,
+        "examples_unscorable": 0,
+    }
+    complete = [m for r, m in enumerate(data["reference_response_metrics"]) if r not in gaps]
+    for key, (mean, count) in clipped_means(complete).items():
+        assert report["metrics"][key] == pytest.approx(mean, abs=1e-12), key
+        assert report["metrics"][f"{key}:n_samples"] == count
+    # A failed grade is neither an error nor in the denominator of an error rate.
+    assert sum(r["n_missing"] for r in report["consensus_error_rates"].values()) == sum(
+        1
+        for response, count in gaps.items()
+        for c in data["conversations"][data["responses"][response]["conversation"]]["criteria"][:count]
+        if any(t.startswith("cluster:") for t in c["tags"])
+    )
+
+
+def graded_run(name: str, conversation: Conversation, grades_per_response: list[list[bool | None]], **fields) -> Run:
+    """A run that graded the conversation's criteria in order; a list shorter than the rubric leaves grades missing."""
+    run = Run.objects.create(name=name, status=Run.Status.DONE, **fields)
+    criteria = list(conversation.criteria.order_by("position"))
+    for k, mets in enumerate(grades_per_response):
+        response = Response.objects.create(conversation=conversation, text=f"Sample {k}.", sample_index=k)
+        for criterion, met in zip(criteria, mets, strict=False):  # a short list leaves grades missing
+            Grade.objects.create(
+                run=run, response=response, criterion=criterion, position=criterion.position,
+                criterion_text=criterion.text, points=criterion.points, tags=criterion.tags,
+                status=Grade.Status.GRADED if met is not None else Grade.Status.FAILED, met=met,
+            )  # fmt: skip
+    return run
+
+
+def test_criteria_without_a_grade_row_are_missing_and_leave_the_example_out(db, tmp_path):
+    import_dataset(tmp_path, rows.row("p-1"))  # three criteria: +6, +8, -9
+    conversation = Conversation.objects.get()
+    graded_run("graded", conversation, [[True, True, False], [True, False], [True, None, False]])
+    report = run_report(run=Run.objects.get(name="graded")).data
+    assert report["counts"]["missing"] == 1
+    assert report["counts"]["failed"] == 1
+    assert report["counts"]["graded"] == 7
+    assert (report["counts"]["examples_scored"], report["counts"]["examples_left_out"]) == (1, 2)
+    assert report["metrics"]["overall_score"] == 1.0
+    assert report["metrics"]["overall_score:n_samples"] == 1
+
+
+def test_a_consensus_run_expects_only_the_cluster_criteria_of_its_subset_version(db, tmp_path):
+    import_dataset(tmp_path, rows.consensus_row("p-c"))  # four criteria, two of them level:cluster
+    conversation = Conversation.objects.get()
+    subset = Subset.objects.create(name="consensus", kind=Subset.Kind.CONSENSUS)
+    rubric = [{"criterion": c.text, "points": c.points, "tags": c.tags} for c in conversation.criteria.all()]
+    snapshot = [{"prompt_id": "p-c", "rubrics": rubric}]
+    version = SubsetVersion.objects.create(subset=subset, number=1, content_hash="0" * 64, snapshot=snapshot)
+    run = Run.objects.create(name="consensus-run", status=Run.Status.DONE, subset_version=version)
+    cluster = list(Criterion.objects.filter(level=Criterion.Level.CLUSTER).order_by("position"))
+    for k, graded_criteria in enumerate([cluster, cluster[:1]]):
+        response = Response.objects.create(conversation=conversation, text="Call 911.", sample_index=k)
+        for c in graded_criteria:
+            Grade.objects.create(
+                run=run, response=response, criterion=c, position=c.position, criterion_text=c.text,
+                points=c.points, tags=c.tags, met=True,
+            )  # fmt: skip
+    report = run_report(run=run).data
+    assert report["counts"]["missing"] == 1
+    assert (report["counts"]["examples_scored"], report["counts"]["examples_incomplete"]) == (1, 1)
+    assert report["metrics"]["level:cluster"] == 1.0
+    assert "level:example" not in report["metrics"]
+
+
+def test_a_consensus_subset_run_expects_only_the_cluster_criteria_of_the_rubric(db, tmp_path):
+    import_dataset(tmp_path, rows.consensus_row("p-c"))
+    conversation = Conversation.objects.get()
+    subset = Subset.objects.create(name="consensus", kind=Subset.Kind.CONSENSUS)
+    run = Run.objects.create(name="consensus-live", status=Run.Status.DONE, subset=subset)
+    response = Response.objects.create(conversation=conversation, text="Call 911.")
+    for c in Criterion.objects.filter(level=Criterion.Level.CLUSTER):
+        Grade.objects.create(
+            run=run, response=response, criterion=c, position=c.position, criterion_text=c.text,
+            points=c.points, tags=c.tags, met=False,
+        )  # fmt: skip
+    report = run_report(run=run).data
+    assert report["counts"]["missing"] == 0
+    assert report["counts"]["examples_scored"] == 1
+    assert report["score"] == 0.0
+
+
+def test_a_regrade_expects_the_grades_of_the_run_it_regrades(db, tmp_path):
+    data = rows.row("p-1")
+    import_dataset(tmp_path, data)
+    complete = graded_row(data, [True, True, False])
+    two_items = {**complete, "rubric_items": complete["rubric_items"][:2]}
+    import_run(write_results(tmp_path / "r.json", [complete, two_items]), name="source")
+    source = Run.objects.get(name="source")
+    regrade = Run.objects.create(name="regrade", status=Run.Status.DONE, responses_from=source)
+    # The regrade re-does the first two grades of every response: the second response is complete.
+    for grade in Grade.objects.filter(run=source, position__lt=2):
+        grade.pk, grade.run, grade.met = None, regrade, not grade.met
+        grade.save()
+    report = run_report(run=regrade).data
+    assert report["counts"]["missing"] == 1
+    assert (report["counts"]["examples_scored"], report["counts"]["examples_incomplete"]) == (1, 1)
+    assert report["score"] == 0.0  # the second response met neither of its positive criteria
+
+
+def test_reused_grades_are_counted(db, tmp_path):
+    import_dataset(tmp_path, rows.row("p-1"))
+    run = graded_run("graded", Conversation.objects.get(), [[True, True, False]])
+    Grade.objects.filter(position__lt=2).update(reused=True)
+    assert run_report(run=run).data["reused"] == 2
+
+
+def test_a_run_without_grades_has_no_score(db):
+    Run.objects.create(name="empty")
+    report = report_json("empty")
+    assert report["score"] is None and report["metrics"] == {}
+    assert report["counts"]["examples"] == 0
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def test_csv_has_one_row_per_metric_with_score_first(db, tmp_path):
+    import_fixture("mixed", tmp_path)
+    report = report_json("mixed")
+    out = StringIO()
+    call_command("run_report", "mixed", "--format", "csv", stdout=out)
+    table = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert out.getvalue().startswith("name,value,n_samples,bootstrap_std\n")
+    names = [row["name"] for row in table]
+    assert names[0] == "score" and names[1:] == sorted(names[1:])
+    metrics = report["metrics"]
+    assert set(names) == {k for k in metrics if not k.endswith((":n_samples", ":bootstrap_std"))} | {"score"}
+    for row in table[1:]:
+        name = row["name"]
+        assert float(row["value"]) == metrics[name]
+        assert int(row["n_samples"]) == metrics[f"{name}:n_samples"]
+        assert float(row["bootstrap_std"]) == metrics[f"{name}:bootstrap_std"]
+    assert float(table[0]["value"]) == report["score"]
+
+
+def test_the_seed_makes_the_bootstrap_reproducible(db, tmp_path):
+    import_fixture("mixed", tmp_path)
+    first, again, other = report_json("mixed"), report_json("mixed", "--seed", "0"), report_json("mixed", "--seed", "1")
+    assert first == again
+    assert first["metrics"]["overall_score"] == other["metrics"]["overall_score"]
+    assert first["metrics"]["overall_score:bootstrap_std"] != other["metrics"]["overall_score:bootstrap_std"]
+
+
+def test_out_writes_the_report_to_a_file(db, tmp_path):
+    import_fixture("mixed", tmp_path)
+    path = tmp_path / "report.json"
+    call_command("run_report", "mixed", "--out", str(path), stdout=StringIO(), stderr=StringIO())
+    assert json.loads(path.read_text()) == report_json("mixed")
+
+
+def test_an_unknown_run_is_an_error(db):
+    with pytest.raises(CommandError, match="no run named 'nope'"):
+        call_command("run_report", "nope", stdout=StringIO())
