@@ -56,3 +56,16 @@ class PromptIdsForm(forms.Form):
         if unknown:
             raise forms.ValidationError(f"Unknown prompt_id(s): {', '.join(unknown[:10])}" + (" …" if len(unknown) > 10 else ""))
         return [found[p] for p in wanted]
+
+
+class HardBuildForm(forms.Form):
+    runs = forms.ModelMultipleChoiceField(
+        queryset=None, to_field_name="name", help_text="The runs whose scores decide which conversations are hard."
+    )
+    n = forms.IntegerField(min_value=1, initial=1000, label="How many conversations")
+
+    def __init__(self, *args, **kwargs):
+        from grading.models import Run
+
+        super().__init__(*args, **kwargs)
+        self.fields["runs"].queryset = Run.objects.filter(status__in=[Run.Status.DONE, Run.Status.IMPORTED]).order_by("name")

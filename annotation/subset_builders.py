@@ -5,7 +5,11 @@ from collections.abc import Iterable, Sequence
 from django.db import transaction
 from django.db.models import QuerySet
 
+import numpy as np
+
 from annotation.models import Conversation, Criterion, Subset, SubsetMember
+from grading.models import Response
+from grading.run_report import run_report_cached
 from healthbench_web.bulk import db_now, insert_rows
 
 
@@ -72,3 +76,25 @@ def consensus_subset_build(*, name: str = "consensus") -> tuple[Subset, int, int
 def hardest_conversations(mean_scores: dict[int, float], n: int) -> list[int]:
     """The n conversation ids with the lowest mean score (ties broken by id, for stability)."""
     return [cid for cid, _ in sorted(mean_scores.items(), key=lambda item: (item[1], item[0]))[:n]]
+
+
+def conversation_mean_scores(runs) -> dict[int, float]:
+    """Mean example score per conversation over every scored response of the given runs."""
+    totals: dict[int, list[float]] = {}
+    for run in runs:
+        report = run_report_cached(run=run)
+        scored = ~np.isnan(report.ranked_scores)
+        ids = report.ranked_response_ids[scored].tolist()
+        scores = report.ranked_scores[scored].tolist()
+        conversation_of = dict(Response.objects.filter(id__in=ids).values_list("id", "conversation_id"))
+        for response_id, score in zip(ids, scores):
+            totals.setdefault(conversation_of[response_id], []).append(score)
+    return {cid: sum(values) / len(values) for cid, values in totals.items()}
+
+
+def hard_subset_build(*, runs, n: int = 1000, name: str = "hard") -> tuple[Subset, int, int]:
+    """Make `name` the n conversations scored lowest on average across `runs`."""
+    subset, _ = Subset.objects.get_or_create(name=name, defaults={"kind": Subset.Kind.HARD})
+    ids = hardest_conversations(conversation_mean_scores(runs), n)
+    added, removed = subset_members_set(subset=subset, conversation_ids=ids)
+    return subset, added, removed

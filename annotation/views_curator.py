@@ -12,13 +12,14 @@ from django.views.decorators.http import require_POST
 from annotation.access import physician_for, require_role
 from annotation.consensus_overview import consensus_overview
 from annotation.dataset_stats import subset_stats, version_stats
-from annotation.forms_curator import ImportForm, PromptIdsForm, SubsetCreateForm, SubsetFilterForm
+from annotation.forms_curator import HardBuildForm, ImportForm, PromptIdsForm, SubsetCreateForm, SubsetFilterForm
 from annotation.healthbench_export import export_subset_lines
 from annotation.healthbench_import import ImportFailed, import_healthbench_lines
 from annotation.models import Physician, Subset, SubsetVersion
 from annotation.subset_builders import (
     consensus_subset_build,
     filtered_conversations,
+    hard_subset_build,
     subset_members_add,
     subset_members_remove,
     subset_members_set,
@@ -84,6 +85,7 @@ def curator_subset(request: HttpRequest, name: str) -> HttpResponse:
         "versions": subset.versions.order_by("-number"),
         "filter_form": SubsetFilterForm(),
         "ids_form": PromptIdsForm(),
+        "hard_form": HardBuildForm() if subset.kind == Subset.Kind.HARD else None,
     }
     return render(request, "curator/subset_detail.html", context)
 
@@ -139,6 +141,24 @@ def curator_subset_rebuild_consensus(request: HttpRequest, name: str) -> HttpRes
         return redirect("curator_subset", name=name)
     _, added, removed = consensus_subset_build(name=subset.name)
     messages.success(request, f"Rebuilt from attached consensus criteria: {added} added, {removed} removed.")
+    return redirect("curator_subset", name=name)
+
+
+@require_POST
+@login_required
+def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
+    subset = _get_subset(request, name)
+    form = HardBuildForm(request.POST)
+    if subset.kind != Subset.Kind.HARD:
+        messages.error(request, "Only a Hard subset is built from run scores.")
+    elif not form.is_valid():
+        messages.error(request, "Pick at least one run and a positive number: " + "; ".join(" ".join(v) for v in form.errors.values()))
+    else:
+        runs = list(form.cleaned_data["runs"])
+        _, added, removed = hard_subset_build(runs=runs, n=form.cleaned_data["n"], name=subset.name)
+        messages.success(
+            request, f"The {form.cleaned_data['n']} lowest-scoring conversations over {len(runs)} run(s): {added} added, {removed} removed."
+        )
     return redirect("curator_subset", name=name)
 
 

@@ -127,3 +127,17 @@ def test_statistics_of_a_version_use_its_frozen_rubrics(client, curator, dataset
     assert (live["criteria"], frozen["criteria"]) == (4, 7)
     assert dict((a, n) for a, n, _ in frozen["per_axis"])["accuracy"] == 3
     assert frozen["turns"]["median"] == 3
+
+
+def test_a_curator_builds_hard_from_run_scores(client, curator, dataset):
+    from tests.test_subset_builders import _graded_run
+
+    Subset.objects.create(name="hard", kind=Subset.Kind.HARD)
+    _graded_run("r1", {"p-1": [True], "p-2": [False]})
+    page = client.get(reverse("curator_subset", args=["hard"])).content.decode()
+    assert 'id="hard-build"' in page and "r1" in page
+    response = client.post(reverse("curator_subset_hard", args=["hard"]), {"runs": ["r1"], "n": 1}, follow=True)
+    assert "1 added" in response.content.decode()
+    assert list(Subset.objects.get(name="hard").conversations.values_list("prompt_id", flat=True)) == ["p-2"]
+    response = client.post(reverse("curator_subset_hard", args=["hard"]), {"n": 1}, follow=True)
+    assert "Pick at least one run" in response.content.decode()

@@ -67,3 +67,38 @@ def test_hand_picked_members_can_be_added_removed_and_replaced(dataset):
 
 def test_hardest_takes_the_lowest_means_with_stable_ties():
     assert hardest_conversations({1: 0.5, 2: 0.1, 3: 0.1, 4: 0.9}, 3) == [2, 3, 1]
+
+
+def _graded_run(name: str, scores: dict[str, list[bool]]) -> None:
+    """A run whose responses meet the first criterion of each conversation as given."""
+    from grading.models import Grade, Response, Run
+
+    run = Run.objects.create(name=name, status=Run.Status.IMPORTED)  # its grade rows are the whole rubric
+    for prompt_id, samples in scores.items():
+        conversation = Conversation.objects.get(prompt_id=prompt_id)
+        criterion = conversation.criteria.filter(points__gt=0).order_by("position").first()
+        for index, met in enumerate(samples):
+            response = Response.objects.create(conversation=conversation, text="r", sample_index=index)
+            Grade.objects.create(
+                run=run, response=response, criterion=criterion, criterion_text=criterion.text,
+                points=criterion.points, tags=criterion.tags, met=met,
+            )
+
+
+def test_hard_takes_the_conversations_with_the_lowest_mean_over_the_chosen_runs(dataset):
+    _graded_run("a", {"p-1": [True, True], "p-2": [False, True], "p-3": [False, False]})
+    _graded_run("b", {"p-1": [True], "p-2": [False], "p-3": [True]})
+    call_command("build_subset", "hard", runs=["a", "b"], n=2)
+    # means: p-1 1.0, p-2 1/3, p-3 1/3 (ties by id)
+    assert _members(Subset.objects.get(name="hard")) == ["p-2", "p-3"]
+    call_command("build_subset", "hard", runs=["b"], n=1)
+    assert _members(Subset.objects.get(name="hard")) == ["p-2"]
+
+
+def test_hard_needs_known_runs(dataset):
+    from django.core.management import CommandError
+
+    with pytest.raises(CommandError, match="no run named 'nope'"):
+        call_command("build_subset", "hard", runs=["nope"])
+    with pytest.raises(CommandError, match="needs --runs"):
+        call_command("build_subset", "hard")
