@@ -4,6 +4,7 @@ Like annotation.access, they check the user's role and return the object or rais
 view can forget a check.
 """
 
+from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpRequest
 
@@ -19,7 +20,7 @@ def get_run_for_reader(request: HttpRequest, code) -> Run:
     require_role(request, *READERS)
     try:
         return Run.objects.get(code=code)
-    except (Run.DoesNotExist, ValueError):
+    except (Run.DoesNotExist, ValueError, ValidationError):  # a malformed code is simply not found
         raise Http404("No such run") from None
 
 
@@ -29,5 +30,5 @@ def get_run_response_for_reader(request: HttpRequest, run: Run, code) -> Respons
     in_run = Exists(Grade.objects.filter(run=run, response=OuterRef("pk")))
     try:
         return Response.objects.select_related("conversation").filter(in_run).get(code=code)
-    except (Response.DoesNotExist, ValueError):
+    except (Response.DoesNotExist, ValueError, ValidationError):
         raise Http404("No such response in this run") from None
