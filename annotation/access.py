@@ -86,13 +86,15 @@ def get_task(request: HttpRequest, code, kind: str) -> Assignment:
     """The signed-in physician's own task of `kind` for conversation `code`."""
     physician = require_working_physician(request)
     try:
-        return (
-            Assignment.objects.select_related("conversation", "physician")
+        task = (
+            Assignment.objects.select_related("conversation")
             .exclude(status=Assignment.Status.CANCELLED)
             .get(physician=physician, kind=kind, conversation__code=code)
         )
-    except Assignment.DoesNotExist:
+    except (Assignment.DoesNotExist, ValueError):
         raise Http404("You have no such task") from None
+    task.physician = physician  # already loaded: spare the join
+    return task
 
 
 def get_rubric_task_rw(request: HttpRequest, code) -> Assignment:
@@ -133,6 +135,7 @@ def get_label_task(request: HttpRequest, code) -> Assignment:
         )
     except (Assignment.DoesNotExist, ValueError):
         raise Http404("You have no such labeling item") from None
+    task.physician = physician
     # The assignment page never creates such a task; this guards one made by hand in the admin.
     if wrote_rubric(physician=physician, conversation=task.conversation):
         raise PermissionDenied("You wrote this conversation or its rubric, so you cannot label its responses.")

@@ -1,10 +1,12 @@
 from django.contrib import admin
 
 from annotation.models import (
+    Assignment,
     ConsensusCriterion,
     ConsensusVote,
     Conversation,
     Criterion,
+    CriterionEdit,
     IdealResponse,
     Physician,
     PhysicianLabel,
@@ -40,8 +42,8 @@ class ConversationAdmin(admin.ModelAdmin):
 
 @admin.register(Criterion)
 class CriterionAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "conversation", "points", "axis", "level", "flagged_for_review"]
-    list_filter = ["level", "axis", "flagged_for_review"]
+    list_display = ["__str__", "conversation", "points", "axis", "level", "origin", "flagged_for_review"]
+    list_filter = ["level", "origin", "axis", "flagged_for_review"]
     search_fields = ["text", "conversation__prompt_id"]
     raw_id_fields = ["conversation", "author", "consensus_criterion"]
 
@@ -98,3 +100,27 @@ class SubsetVersionAdmin(admin.ModelAdmin):
     list_filter = ["subset"]
     search_fields = ["content_hash", "subset__name"]
     raw_id_fields = ["conversations", "frozen_by"]
+
+
+@admin.register(CriterionEdit)
+class CriterionEditAdmin(admin.ModelAdmin):
+    """The rubric audit trail: read it here, never change it."""
+
+    list_display = ["created", "physician", "action", "conversation", "criterion"]
+    list_filter = ["action"]
+    search_fields = ["conversation__prompt_id", "physician__user__username"]
+    raw_id_fields = ["criterion", "conversation", "physician"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ["physician", "kind", "conversation", "status", "created", "completed"]
+    list_filter = ["kind", "status"]
+    search_fields = ["conversation__prompt_id", "physician__user__username"]
+    raw_id_fields = ["physician", "conversation", "response", "criterion", "assigned_by", "reference_responses"]

@@ -37,7 +37,9 @@ class CriterionForm(forms.Form):
     def clean_points(self) -> int:
         points = self.cleaned_data["points"]
         if points == 0:
-            raise forms.ValidationError("0 points is not allowed: a criterion rewards (1 to 10) or penalises (-1 to -10).")
+            raise forms.ValidationError(
+                "0 points is not allowed: a criterion rewards (1 to 10) or penalises (-1 to -10)."
+            )
         return points
 
 
@@ -67,11 +69,17 @@ class AssignForm(forms.Form):
     theme = forms.ChoiceField(choices=[("", "Any theme"), *[(t, t) for t in THEMES]], required=False)
     subset = forms.ChoiceField(choices=[("", "Any subset")], required=False)
     status = forms.ChoiceField(choices=ConversationStatus.choices, required=False)
-    limit = forms.IntegerField(min_value=1, max_value=MAX_CONVERSATIONS, initial=50, label="At most this many conversations")
+    limit = forms.IntegerField(
+        min_value=1, max_value=MAX_CONVERSATIONS, initial=50, label="At most this many conversations"
+    )
     specialty = forms.ChoiceField(choices=[("", "Any specialty")], required=False)
     language = forms.ChoiceField(choices=[("", "Any language")], required=False)
     physician_status = forms.ChoiceField(
-        choices=[("", "Active and on trial"), (Physician.Status.ACTIVE, "Active only"), (Physician.Status.TRIAL, "On trial only")],
+        choices=[
+            ("", "Active and on trial"),
+            (Physician.Status.ACTIVE, "Active only"),
+            (Physician.Status.TRIAL, "On trial only"),
+        ],
         required=False,
     )
     per_item = forms.IntegerField(min_value=1, max_value=10, initial=2, label="Physicians per item")
@@ -110,7 +118,9 @@ class DraftForm:
         if data is not None:
             self.theme = data.get("theme", "")
             roles, contents = data.getlist("role"), data.getlist("content")
-            self.turns = [{"role": r, "content": c} for r, c in zip(roles, contents)][: MAX_TURNS + 1]
+            # Pairs as posted; a forged request with unequal lists loses its unpaired tail.
+            pairs = zip(roles, contents, strict=False)
+            self.turns = [{"role": r, "content": c} for r, c in pairs][: MAX_TURNS + 1]
 
     def add_turn(self) -> None:
         if len(self.turns) < MAX_TURNS:

@@ -5,7 +5,6 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django.urls import reverse
 
 from annotation.fields import JSONTextField
 
@@ -168,7 +167,7 @@ class Criterion(models.Model):
     author = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="criteria")
     # How the criterion got here. Null for criteria from a HealthBench file: the bulk import
     # writes plain rows and leaves this column out, so it has to be nullable.
-    origin = models.CharField(max_length=16, choices=Origin.choices, null=True, blank=True)
+    origin = models.CharField(max_length=16, choices=Origin.choices, null=True, blank=True)  # noqa: DJ001
     flagged_for_review = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -454,10 +453,3 @@ class Assignment(models.Model):
     @property
     def is_done(self) -> bool:
         return self.status == self.Status.DONE
-
-    def get_absolute_url(self) -> str:
-        """The page where the physician does this task (needs `conversation` loaded, except for labels)."""
-        if self.kind == self.Kind.LABEL:
-            return reverse("label_item", args=[self.code])
-        name = {self.Kind.RUBRIC: "rubric_editor", self.Kind.IDEAL_RESPONSE: "ideal_editor"}.get(self.kind, "votes")
-        return reverse(name, args=[self.conversation.code])

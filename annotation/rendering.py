@@ -11,7 +11,9 @@ def wants_fragment(request: HtmxRequest) -> bool:
     return bool(request.htmx) and not request.htmx.history_restore_request
 
 
-def render_page(request: HtmxRequest, template: str, context: dict, *, fragment: str, status: int = 200) -> HttpResponse:
+def render_page(
+    request: HtmxRequest, template: str, context: dict, *, fragment: str, status: int = 200
+) -> HttpResponse:
     """The whole page, or `template#fragment` when htmx asked (same context either way)."""
     name = f"{template}#{fragment}" if wants_fragment(request) else template
     return render(request, name, context, status=status)

@@ -25,7 +25,9 @@ ACTION_OPENINGS = (
     "seeks", "clarifies", "refers", "directs", "urges",
 )  # fmt: skip
 # Leading words that say nothing about the sign ("The response fails to ..." reads as "fails to ...").
-SUBJECTS = re.compile(r"^(?:the\s+)?(?:model(?:'s)?\s+|assistant(?:'s)?\s+|ai\s+)?(?:response|reply|answer|completion)?\s*", re.I)
+SUBJECTS = re.compile(
+    r"^(?:the\s+)?(?:model(?:'s)?\s+|assistant(?:'s)?\s+|ai\s+)?(?:response|reply|answer|completion)?\s*", re.I
+)
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 # Two criteria this alike are probably the same item written twice: most words shared

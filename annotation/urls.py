@@ -10,7 +10,11 @@ urlpatterns = [
     # A physician's task pages: the conversation's code, resolved through their own assignment.
     path("conversations/<uuid:code>/rubric/", views_rubric.rubric_editor, name="rubric_editor"),
     path("conversations/<uuid:code>/rubric/criteria/", views_rubric.criterion_add, name="criterion_add"),
-    path("conversations/<uuid:code>/rubric/criteria/<int:criterion_id>/", views_rubric.criterion_row, name="criterion_row"),
+    path(
+        "conversations/<uuid:code>/rubric/criteria/<int:criterion_id>/",
+        views_rubric.criterion_row,
+        name="criterion_row",
+    ),
     path(
         "conversations/<uuid:code>/rubric/criteria/<int:criterion_id>/edit/",
         views_rubric.criterion_edit,
@@ -28,7 +32,7 @@ urlpatterns = [
     path("labels/", views_labels.label_next, name="label_next"),
     path("labels/<uuid:code>/", views_labels.label_item, name="label_item"),
     # Curators write here; researchers may read.
-    path("curate/assignments/", views_curation.assignments, name="assignments"),
-    path("curate/physicians/", views_curation.physicians, name="physicians"),
-    path("curate/physicians/<uuid:code>/status/", views_curation.physician_status, name="physician_status"),
+    path("curator/assignments/", views_curation.assignments, name="assignments"),
+    path("curator/physicians/", views_curation.physicians, name="physicians"),
+    path("curator/physicians/<uuid:code>/status/", views_curation.physician_status, name="physician_status"),
 ]

@@ -75,7 +75,12 @@ def assignments(request: HtmxRequest) -> HttpResponse:
     if form.is_bound and form.is_valid():
         ids, matching, physicians = _selection(form)
         preview = {"conversations": len(ids), "matching": matching, "physicians": physicians}
-    context = {"form": form, "preview": preview, "can_write": role == Physician.Role.CURATOR, "kinds": Assignment.Kind.choices}
+    context = {
+        "form": form,
+        "preview": preview,
+        "can_write": role == Physician.Role.CURATOR,
+        "kinds": Assignment.Kind.choices,
+    }
     if wants_fragment(request):
         return render(request, f"{ASSIGN_TEMPLATE}#preview", context)
     context["progress"] = curation.progress()
@@ -92,7 +97,12 @@ def physicians(request: HtmxRequest) -> HttpResponse:
     rows = list(curation.physicians_for_vetting(status)[:500])
     for p in rows:
         p.next_statuses = TRANSITIONS[p.status]
-    context = {"rows": rows, "status": status, "statuses": Physician.Status.choices, "can_write": role == Physician.Role.CURATOR}
+    context = {
+        "rows": rows,
+        "status": status,
+        "statuses": Physician.Status.choices,
+        "can_write": role == Physician.Role.CURATOR,
+    }
     return render(request, "annotation/physicians.html", context)
 
 
@@ -123,4 +133,6 @@ def physician_status(request: HtmxRequest, code) -> HttpResponse:
 @require_GET
 def consensus_tally(request: HtmxRequest, code) -> HttpResponse:
     conversation = get_conversation_for_reader(request, code)
-    return render(request, "annotation/consensus_tally.html", {"conversation": conversation, "tallies": tallies(conversation)})
+    return render(
+        request, "annotation/consensus_tally.html", {"conversation": conversation, "tallies": tallies(conversation)}
+    )

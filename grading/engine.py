@@ -25,10 +25,11 @@ from typing import Any, Protocol, TypeVar
 J = TypeVar("J")
 R = TypeVar("R")
 POLL_SECONDS = 0.05
-REFRESH_SECONDS = 5.0
 
 
 class Slots(Protocol):
+    refresh_seconds: float  # how often a holder renews its slots
+
     async def acquire(self, wanted: int) -> int: ...
 
     async def release(self, n: int = 1) -> None: ...
@@ -86,7 +87,7 @@ async def run_lanes(
         finally:
             await asyncio.shield(slots.release(1))
 
-    next_refresh = loop.time() + REFRESH_SECONDS
+    next_refresh = loop.time() + slots.refresh_seconds
     try:
         while lanes or (pending and not stop.is_set()):
             wanted = 0 if stop.is_set() else min(concurrency - len(lanes), len(pending))
@@ -104,7 +105,7 @@ async def run_lanes(
                 await asyncio.sleep(timeout)
             if loop.time() >= next_refresh:
                 await slots.refresh()
-                next_refresh = loop.time() + REFRESH_SECONDS
+                next_refresh = loop.time() + slots.refresh_seconds
     finally:
         for task in lanes:
             task.cancel()

@@ -6,8 +6,8 @@ it, so a task finishing its batch hands its slots to the run's other tasks.
 
 With Redis the slots are counted there per holder (one task), with an expiry the holder
 renews while it works: the slots of a worker that was killed come free by themselves after
-``TTL_SECONDS``. Without Redis a process counts the slots of its own tasks only, so the bound
-holds per worker process.
+GRADING_LEASE_SECONDS, when its batches are queued again too. Without Redis a process counts
+the slots of its own tasks only, so the bound holds per worker process.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from grading.rate_limit import redis_for_loop
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-TTL_SECONDS = 30.0
-REFRESH_SECONDS = 5.0
 
 # KEYS[1]: hash holder -> slots held; KEYS[2]: sorted set holder -> expiry.
 # ARGV: holder, slots wanted, limit, ttl. Returns the slots granted (0..wanted).
@@ -67,10 +65,11 @@ return 0
 
 
 class RedisSlots:
-    def __init__(self, redis: Redis, key: str, limit: int, *, ttl: float = TTL_SECONDS):
+    def __init__(self, redis: Redis, key: str, limit: int, *, ttl: float):
         self.keys = [key, key + ":expiry"]
         self.limit = limit
         self.ttl = ttl
+        self.refresh_seconds = ttl / 3
         self.holder = uuid.uuid4().hex
         self._acquire = redis.register_script(_ACQUIRE)
         self._release = redis.register_script(_RELEASE)
@@ -91,6 +90,7 @@ class LocalSlots:
 
     _used: dict[str, int] = {}
     _lock = threading.Lock()
+    refresh_seconds = 3600.0  # nothing to renew
 
     def __init__(self, key: str, limit: int):
         self.key = key
@@ -116,4 +116,6 @@ def slots_for_run(run_id: int, limit: int) -> RedisSlots | LocalSlots:
     of two databases sharing one Redis (a test beside a development server) stay apart."""
     key = f"hb:{settings.DATABASES['default']['NAME']}:run:{run_id}:slots"
     redis = redis_for_loop()
-    return RedisSlots(redis, key, limit) if redis is not None else LocalSlots(key, limit)
+    if redis is None:
+        return LocalSlots(key, limit)
+    return RedisSlots(redis, key, limit, ttl=settings.GRADING_LEASE_SECONDS)

@@ -50,14 +50,18 @@ def imported_run(
     samples: int = 2,
     n_criteria: int = 5,
     faults: dict[int, str] | None = None,
+    faulty_conversations: int | None = None,
     seed: int = 0,
 ) -> Run:
-    """A run as import_run leaves one: responses and grades that agree with the server's rule."""
+    """A run as import_run leaves one: responses and grades that agree with the server's rule.
+
+    `faults` go into the criteria of every conversation, or of the first `faulty_conversations`."""
     rng = random.Random(seed)
     run = Run.objects.create(name=name, status=Run.Status.IMPORTED, samples=samples)
     grades = []
     for index in range(conversations):
-        conversation = conversation_with_rubric(index, n_criteria=n_criteria, faults=faults)
+        faulty = faulty_conversations is None or index < faulty_conversations
+        conversation = conversation_with_rubric(index, n_criteria=n_criteria, faults=faults if faulty else None)
         criteria = list(conversation.criteria.order_by("position"))
         for k in range(samples):
             response = Response.objects.create(conversation=conversation, text=response_text(rng), sample_index=k)

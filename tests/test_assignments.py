@@ -28,7 +28,9 @@ def _assign(client, **data):
 
 def test_spread_gives_each_item_n_physicians_least_loaded_first():
     items = [(c, None, None) for c in range(6)]
-    pairs, short = spread(items, physician_ids=[1, 2, 3, 4], per_item=2, load={1: 5, 2: 0, 3: 0, 4: 0}, assigned={}, excluded={})
+    pairs, short = spread(
+        items, physician_ids=[1, 2, 3, 4], per_item=2, load={1: 5, 2: 0, 3: 0, 4: 0}, assigned={}, excluded={}
+    )
     assert short == 0
     per_item = Counter(item for item, _ in pairs)
     assert set(per_item.values()) == {2}
@@ -64,7 +66,9 @@ def test_a_curator_assigns_votes_to_n_physicians_per_conversation(world):
         assert Assignment.objects.filter(conversation=conv, kind="consensus_vote").count() == 2
     # conv-a already had two voters and was not "unassigned"; nothing was added to it.
     assert Assignment.objects.filter(conversation=world.a, kind="consensus_vote").count() == 2
-    assert set(Assignment.objects.filter(conversation__in=extra).values_list("assigned_by", flat=True)) == {world.curator.id}
+    assert set(Assignment.objects.filter(conversation__in=extra).values_list("assigned_by", flat=True)) == {
+        world.curator.id
+    }
 
 
 def test_assigning_twice_adds_nothing_the_second_time(world):
@@ -78,8 +82,17 @@ def test_assigning_twice_adds_nothing_the_second_time(world):
 
 def test_physicians_are_chosen_by_specialty_and_language(world):
     conv = conversation("conv-lang")
-    _assign(client_for(world.curator), kind="rubric", per_item="5", specialty="Family medicine", language="pt", status="unassigned")
-    assert list(Assignment.objects.filter(conversation=conv).values_list("physician", flat=True)) == [world.colleague.id]
+    _assign(
+        client_for(world.curator),
+        kind="rubric",
+        per_item="5",
+        specialty="Family medicine",
+        language="pt",
+        status="unassigned",
+    )
+    assert list(Assignment.objects.filter(conversation=conv).values_list("physician", flat=True)) == [
+        world.colleague.id
+    ]
 
 
 def test_applicants_and_removed_physicians_get_no_tasks(world):
@@ -94,7 +107,10 @@ def test_conversations_are_chosen_by_subset(world):
     subset = Subset.objects.create(name="pilot")
     SubsetMember.objects.create(subset=subset, conversation=world.b)
     _assign(client_for(world.curator), kind="ideal_response", per_item="1", subset="pilot")
-    assert set(Assignment.objects.filter(kind="ideal_response").values_list("conversation", flat=True)) == {world.a.id, world.b.id}
+    assert set(Assignment.objects.filter(kind="ideal_response").values_list("conversation", flat=True)) == {
+        world.a.id,
+        world.b.id,
+    }
     assert Assignment.objects.filter(kind="ideal_response", conversation=world.b).count() == 1
 
 

@@ -15,11 +15,19 @@ from tests.workspace import PASSWORD, attach, conversation, make_world, task
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "browser_workspace"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's Chromium is not installed (apt-get install -y chromium)"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="Debian's Chromium is not installed (apt-get install -y chromium)"
+    ),
 ]
 
 
@@ -63,7 +71,9 @@ def _add_criterion(page, text, points, axis):
     page.click("#add-criterion button[type=submit]")
 
 
-def test_a_physician_writes_votes_and_labels_then_a_second_vote_attaches(browser, live_server, transactional_db, settings):
+def test_a_physician_writes_votes_and_labels_then_a_second_vote_attaches(
+    browser, live_server, transactional_db, settings
+):
     from playwright.sync_api import expect
 
     settings.CONSENSUS_MIN_AGREE = 2
@@ -73,7 +83,9 @@ def test_a_physician_writes_votes_and_labels_then_a_second_vote_attaches(browser
     # Labeling items on conv-b, whose rubric the owner did not write.
     entry_b = world.other_theme
     cluster_b = attach(world.b, entry_b)
-    responses_b = [world.b.responses.create(text=f"Response B{n}: it depends.", model_name="m", sample_index=n) for n in range(2)]
+    responses_b = [
+        world.b.responses.create(text=f"Response B{n}: it depends.", model_name="m", sample_index=n) for n in range(2)
+    ]
     for response in responses_b:
         task(world.owner, Assignment.Kind.LABEL, world.b, response=response, criterion=cluster_b)
 
@@ -111,7 +123,9 @@ def test_a_physician_writes_votes_and_labels_then_a_second_vote_attaches(browser
     assert Assignment.objects.get(physician=world.owner, conversation=fresh).status == Assignment.Status.DONE
     assert Criterion.objects.filter(conversation=fresh, author=world.owner).count() == 3
     # Three creates and one update; the refused attempt left no trace.
-    assert list(CriterionEdit.objects.filter(conversation=fresh).values_list("action", flat=True)) == ["create"] * 3 + ["update"]
+    assert list(CriterionEdit.objects.filter(conversation=fresh).values_list("action", flat=True)) == ["create"] * 3 + [
+        "update"
+    ]
 
     # Consensus votes on conv-a.
     page.goto(f"{live_server.url}/conversations/{world.a.code}/votes/")
@@ -143,11 +157,16 @@ def test_a_physician_writes_votes_and_labels_then_a_second_vote_attaches(browser
     # A second physician agrees: the consensus criterion is attached.
     other = _log_in(browser, live_server, "dr_colleague")
     other.goto(f"{live_server.url}/conversations/{world.a.code}/votes/")
-    expect(other.locator(f"#vote-{world.catalogue[1].code}")).to_have_class("ballot-row")  # the owner's vote is not shown
+    expect(other.locator(f"#vote-{world.catalogue[1].code}")).to_have_class(
+        "ballot-row"
+    )  # the owner's vote is not shown
     other.locator(f"#vote-{world.catalogue[1].code}").get_by_role("button", name="Applies", exact=True).click()
     expect(other.locator(f"#vote-{world.catalogue[1].code}")).to_have_class("ballot-row applies")
     _shot(other, "07-second-vote")
-    assert ConsensusVote.objects.filter(conversation=world.a, consensus_criterion=world.catalogue[1], applies=True).count() == 2
+    assert (
+        ConsensusVote.objects.filter(conversation=world.a, consensus_criterion=world.catalogue[1], applies=True).count()
+        == 2
+    )
     attached = Criterion.objects.get(conversation=world.a, consensus_criterion=world.catalogue[1])
     assert attached.origin == Criterion.Origin.VOTES and attached.tags == world.catalogue[1].tags()
     other.close()

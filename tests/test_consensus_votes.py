@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from annotation.models import Assignment, ConsensusVote, Criterion, Physician
 from annotation.services.consensus import vote_cast
-from tests.workspace import client_for, conversation, consensus, htmx, make_world, physician, task
+from tests.workspace import client_for, consensus, conversation, htmx, make_world, physician, task
 
 pytestmark = pytest.mark.django_db
 

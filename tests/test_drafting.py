@@ -37,7 +37,12 @@ def test_a_physician_drafts_a_conversation_and_writes_its_rubric(world):
     conv = _drafted().get()
     assert response.status_code == 302 and response.url == reverse("rubric_editor", args=[conv.code])
     assert conv.messages == [{"content": c, "role": r} for r, c in TURNS]
-    assert (conv.theme, conv.example_tags, conv.author, conv.canary) == ("context_seeking", ["theme:context_seeking"], world.outsider, None)
+    assert (conv.theme, conv.example_tags, conv.author, conv.canary) == (
+        "context_seeking",
+        ["theme:context_seeking"],
+        world.outsider,
+        None,
+    )
     assert set(conv.subsets.values_list("name", flat=True)) == {"all", "red-team"}
     rubric = Assignment.objects.get(conversation=conv)
     assert (rubric.kind, rubric.physician, rubric.status) == ("rubric", world.outsider, "open")
@@ -46,10 +51,15 @@ def test_a_physician_drafts_a_conversation_and_writes_its_rubric(world):
 def test_a_drafted_conversation_is_a_valid_healthbench_row(world):
     _post(client_for(world.outsider))
     conv = _drafted().get()
+    item = RubricItem("Asks about bleeding.", 5, ("level:example", "axis:context_awareness"))
     line = format_row(
-        prompt_id=conv.prompt_id, messages=conv.messages, example_tags=conv.example_tags,
-        rubrics=[RubricItem("Asks about bleeding.", 5, ("level:example", "axis:context_awareness"))], ideal=None, canary=None,
-    )  # fmt: skip
+        prompt_id=conv.prompt_id,
+        messages=conv.messages,
+        example_tags=conv.example_tags,
+        rubrics=[item],
+        ideal=None,
+        canary=None,
+    )
     assert parse_line(1, line.encode()).messages == conv.messages
 
 
@@ -82,7 +92,10 @@ def test_turns_are_added_and_removed_without_javascript(world):
     client = client_for(world.outsider)
     added = _post(client, action="add")
     assert added.status_code == 200 and added.text.count('name="content"') == 4
-    assert 'id="id_role_4"' in added.text and '<option value="assistant" selected>' in added.text.split('id="id_role_4"')[1][:200]
+    assert (
+        'id="id_role_4"' in added.text
+        and '<option value="assistant" selected>' in added.text.split('id="id_role_4"')[1][:200]
+    )
     removed = _post(client, action="remove")
     assert removed.text.count('name="content"') == 2
     assert not _drafted().exists()

@@ -342,8 +342,8 @@ def test_a_consensus_subset_is_graded_on_its_cluster_criteria_only(server):
 
 def test_a_sample_that_cannot_be_drawn_is_counted_and_drawn_on_resume(server):
     conversations = [conversation_with_rubric(i, n_criteria=2) for i in range(2)]
-    run = run_launch(spec=sampled_spec(server, subset_of("mine", conversations), samples=1))
-    server.inject("500", times=4)  # the first sample's every attempt
+    run = run_launch(spec=sampled_spec(server, subset_of("mine", conversations), samples=1, concurrency=1))
+    server.inject("500", times=llm.DEFAULT_RETRY.max_attempts)  # every attempt of the first sample
     grade_all(run)
     run.refresh_from_db()
     assert run.status == Run.Status.DONE

@@ -23,7 +23,9 @@ def test_with_references_the_assigned_references_are_shown(world):
 
 def test_saving_records_the_condition_and_the_references_shown(world):
     client = client_for(world.owner)
-    response = client.post(reverse("ideal_editor", args=[world.a.code]), {"text": "Call an ambulance now; chew aspirin."})
+    response = client.post(
+        reverse("ideal_editor", args=[world.a.code]), {"text": "Call an ambulance now; chew aspirin."}
+    )
     assert response.status_code == 302
     ideal = IdealResponse.objects.get(author=world.owner)
     assert ideal.condition == IdealResponse.Condition.WITH_REFERENCE

@@ -39,7 +39,11 @@ def test_the_item_shows_the_response_and_the_criterion(world, labeler):
 
 def test_it_never_shows_other_labels_or_the_grader_decision(world, labeler):
     PhysicianLabel.objects.create(
-        physician=world.outsider, response=world.responses[0], criterion=world.cluster, met=True, comment="OTHER-PHYSICIAN-NOTE"
+        physician=world.outsider,
+        response=world.responses[0],
+        criterion=world.cluster,
+        met=True,
+        comment="OTHER-PHYSICIAN-NOTE",
     )
     run = Run.objects.create(name="run-1")
     Grade.objects.create(
@@ -57,7 +61,12 @@ def test_labeling_with_htmx_swaps_in_the_next_item_and_updates_the_address(world
     assert response.headers["HX-Push-Url"] == _url(world.next_label_task)
     assert world.responses[1].text in response.text and "<html" not in response.text
     label = PhysicianLabel.objects.get(physician=world.colleague)
-    assert (label.met, label.comment, label.response, label.criterion) == (True, "clear advice", world.responses[0], world.cluster)
+    assert (label.met, label.comment, label.response, label.criterion) == (
+        True,
+        "clear advice",
+        world.responses[0],
+        world.cluster,
+    )
     world.label_task.refresh_from_db()
     assert world.label_task.status == Assignment.Status.DONE
 
@@ -132,7 +141,10 @@ def test_an_item_costs_the_same_queries_however_many_items_there_are(world, labe
         task(world.colleague, Assignment.Kind.LABEL, world.a, response=world.responses[n % 2], criterion=c)
         for n, c in enumerate(
             world.a.criteria.model.objects.bulk_create(
-                [world.a.criteria.model(conversation=world.a, text=f"c{n}", points=5, level="cluster") for n in range(20)]
+                [
+                    world.a.criteria.model(conversation=world.a, text=f"c{n}", points=5, level="cluster")
+                    for n in range(20)
+                ]
             )
         )
     ]

@@ -184,7 +184,7 @@ def test_run_slots_are_shared_by_holders_and_freed_when_a_holder_dies():
         await first.release(2)
         got.append(await second.acquire(4))
         await asyncio.sleep(0.4)  # neither refreshes: both expire
-        got.append(await RedisSlots(redis, key, 5).acquire(9))
+        got.append(await RedisSlots(redis, key, 5, ttl=1).acquire(9))
         await redis.aclose()
         return got
 

@@ -34,50 +34,134 @@ class Endpoint:
 
 
 def _own(w):
-    return Criterion.objects.create(conversation=w.a, text="Owner's criterion.", points=4, author=w.owner, origin="editor")
+    return Criterion.objects.create(
+        conversation=w.a, text="Owner's criterion.", points=4, author=w.owner, origin="editor"
+    )
 
 
 CRITERION = {"text": "Advises calling emergency services.", "points": "7", "axis": "completeness"}
 
 ENDPOINTS = [
     Endpoint("rubric", "get", lambda w: reverse("rubric_editor", args=[w.a.code]), allowed=("owner",), physicians=404),
-    Endpoint("criterion add", "post", lambda w: reverse("criterion_add", args=[w.a.code]), lambda w: CRITERION, ("owner",), 302, 404),
-    Endpoint("criterion edit form", "get", lambda w: reverse("criterion_edit", args=[w.a.code, _own(w).id]), allowed=("owner",), physicians=404),
-    Endpoint("criterion edit", "post", lambda w: reverse("criterion_edit", args=[w.a.code, _own(w).id]), lambda w: CRITERION, ("owner",), 302, 404),
-    Endpoint("criterion row", "get", lambda w: reverse("criterion_row", args=[w.a.code, _own(w).id]), allowed=("owner",), ok=302, physicians=404),
-    Endpoint("criterion delete", "post", lambda w: reverse("criterion_delete", args=[w.a.code, _own(w).id]), lambda w: {}, ("owner",), 302, 404),
-    Endpoint("rubric submit", "post", lambda w: reverse("rubric_submit", args=[w.a.code]), lambda w: {}, ("owner",), 302, 404),
+    Endpoint(
+        "criterion add",
+        "post",
+        lambda w: reverse("criterion_add", args=[w.a.code]),
+        lambda w: CRITERION,
+        ("owner",),
+        302,
+        404,
+    ),
+    Endpoint(
+        "criterion edit form",
+        "get",
+        lambda w: reverse("criterion_edit", args=[w.a.code, _own(w).id]),
+        allowed=("owner",),
+        physicians=404,
+    ),
+    Endpoint(
+        "criterion edit",
+        "post",
+        lambda w: reverse("criterion_edit", args=[w.a.code, _own(w).id]),
+        lambda w: CRITERION,
+        ("owner",),
+        302,
+        404,
+    ),
+    Endpoint(
+        "criterion row",
+        "get",
+        lambda w: reverse("criterion_row", args=[w.a.code, _own(w).id]),
+        allowed=("owner",),
+        ok=302,
+        physicians=404,
+    ),
+    Endpoint(
+        "criterion delete",
+        "post",
+        lambda w: reverse("criterion_delete", args=[w.a.code, _own(w).id]),
+        lambda w: {},
+        ("owner",),
+        302,
+        404,
+    ),
+    Endpoint(
+        "rubric submit", "post", lambda w: reverse("rubric_submit", args=[w.a.code]), lambda w: {}, ("owner",), 302, 404
+    ),
     Endpoint("ideal", "get", lambda w: reverse("ideal_editor", args=[w.a.code]), allowed=("owner",), physicians=404),
-    Endpoint("ideal save", "post", lambda w: reverse("ideal_editor", args=[w.a.code]), lambda w: {"text": "Go now."}, ("owner",), 302, 404),
-    Endpoint("votes", "get", lambda w: reverse("votes", args=[w.a.code]), allowed=("owner", "colleague"), physicians=404),
     Endpoint(
-        "vote", "post", lambda w: reverse("vote", args=[w.a.code, w.catalogue[1].code]), lambda w: {"applies": "yes"},
-        ("owner", "colleague"), 302, 404,
+        "ideal save",
+        "post",
+        lambda w: reverse("ideal_editor", args=[w.a.code]),
+        lambda w: {"text": "Go now."},
+        ("owner",),
+        302,
+        404,
+    ),
+    Endpoint(
+        "votes", "get", lambda w: reverse("votes", args=[w.a.code]), allowed=("owner", "colleague"), physicians=404
+    ),
+    Endpoint(
+        "vote",
+        "post",
+        lambda w: reverse("vote", args=[w.a.code, w.catalogue[1].code]),
+        lambda w: {"applies": "yes"},
+        ("owner", "colleague"),
+        302,
+        404,
     ),  # fmt: skip
-    Endpoint("label", "get", lambda w: reverse("label_item", args=[w.label_task.code]), allowed=("colleague",), physicians=404),
     Endpoint(
-        "label save", "post", lambda w: reverse("label_item", args=[w.label_task.code]), lambda w: {"met": "yes"},
-        ("colleague",), 302, 404,
+        "label",
+        "get",
+        lambda w: reverse("label_item", args=[w.label_task.code]),
+        allowed=("colleague",),
+        physicians=404,
+    ),
+    Endpoint(
+        "label save",
+        "post",
+        lambda w: reverse("label_item", args=[w.label_task.code]),
+        lambda w: {"met": "yes"},
+        ("colleague",),
+        302,
+        404,
     ),  # fmt: skip
     Endpoint("label next", "get", lambda w: reverse("label_next"), allowed=tuple(WORKING), ok=None),
     Endpoint("draft", "get", lambda w: reverse("draft"), allowed=(*WORKING, "curator")),
     Endpoint(
-        "draft save", "post", lambda w: reverse("draft"),
-        lambda w: {"theme": "hedging", "role": ["user"], "content": ["Is this mole cancer?"]}, (*WORKING, "curator"), 302,
+        "draft save",
+        "post",
+        lambda w: reverse("draft"),
+        lambda w: {"theme": "hedging", "role": ["user"], "content": ["Is this mole cancer?"]},
+        (*WORKING, "curator"),
+        302,
     ),  # fmt: skip
     Endpoint("assignments", "get", lambda w: reverse("assignments"), allowed=("curator", "researcher")),
     Endpoint(
-        "assign", "post", lambda w: reverse("assignments"),
-        lambda w: {"kind": "rubric", "limit": "5", "per_item": "1", "condition": "no_reference"}, ("curator",), 302,
+        "assign",
+        "post",
+        lambda w: reverse("assignments"),
+        lambda w: {"kind": "rubric", "limit": "5", "per_item": "1", "condition": "no_reference"},
+        ("curator",),
+        302,
     ),  # fmt: skip
     Endpoint("physicians", "get", lambda w: reverse("physicians"), allowed=("curator", "researcher")),
     Endpoint(
-        "physician status", "post", lambda w: reverse("physician_status", args=[w.applicant.code]),
-        lambda w: {"status": "trial"}, ("curator",), 302,
+        "physician status",
+        "post",
+        lambda w: reverse("physician_status", args=[w.applicant.code]),
+        lambda w: {"status": "trial"},
+        ("curator",),
+        302,
     ),  # fmt: skip
     Endpoint("tally", "get", lambda w: reverse("consensus_tally", args=[w.a.code]), allowed=("curator", "researcher")),
     Endpoint("conversations", "get", lambda w: reverse("conversation_list"), allowed=("curator", "researcher")),
-    Endpoint("conversation", "get", lambda w: reverse("conversation_detail", args=[w.a.code]), allowed=("curator", "researcher")),
+    Endpoint(
+        "conversation",
+        "get",
+        lambda w: reverse("conversation_detail", args=[w.a.code]),
+        allowed=("curator", "researcher"),
+    ),
 ]
 
 
@@ -163,29 +247,74 @@ def test_get_only_pages_refuse_posts(world):
 
 # CSRF: every form refuses a POST without the token, and accepts one with it.
 
-CSRF_FORMS = [
-    ("owner", lambda w: reverse("rubric_editor", args=[w.a.code]), lambda w: reverse("criterion_add", args=[w.a.code]), lambda w: CRITERION),
-    ("owner", lambda w: reverse("rubric_editor", args=[w.a.code]), lambda w: reverse("criterion_edit", args=[w.a.code, _own(w).id]), lambda w: CRITERION),
-    ("owner", lambda w: reverse("rubric_editor", args=[w.a.code]), lambda w: reverse("criterion_delete", args=[w.a.code, _own(w).id]), lambda w: {}),
-    ("owner", lambda w: reverse("rubric_editor", args=[w.a.code]), lambda w: reverse("rubric_submit", args=[w.a.code]), lambda w: {}),
-    ("owner", lambda w: reverse("ideal_editor", args=[w.a.code]), lambda w: reverse("ideal_editor", args=[w.a.code]), lambda w: {"text": "x"}),
-    ("owner", lambda w: reverse("votes", args=[w.a.code]), lambda w: reverse("vote", args=[w.a.code, w.catalogue[1].code]), lambda w: {"applies": "no"}),
-    ("colleague", lambda w: reverse("label_item", args=[w.label_task.code]), lambda w: reverse("label_item", args=[w.label_task.code]), lambda w: {"met": "no"}),
-    ("outsider", lambda w: reverse("draft"), lambda w: reverse("draft"), lambda w: {"theme": "hedging", "role": ["user"], "content": ["Hi"]}),
-    ("curator", lambda w: reverse("assignments"), lambda w: reverse("assignments"), lambda w: {"kind": "rubric", "limit": "1", "per_item": "1"}),
-    ("curator", lambda w: reverse("physicians"), lambda w: reverse("physician_status", args=[w.applicant.code]), lambda w: {"status": "trial"}),
-    ("owner", lambda w: "/", lambda w: reverse("logout"), lambda w: {}),
-]  # fmt: skip
+
+@dataclass(frozen=True)
+class Form:
+    """A form: who fills it in, the page it is on, where it posts and what."""
+
+    role: str
+    page: object  # world -> url
+    action: object  # world -> url
+    data: object = lambda w: {}
 
 
-@pytest.mark.parametrize(("role", "page", "action", "data"), CSRF_FORMS, ids=lambda v: v if isinstance(v, str) else "")
-def test_every_form_needs_the_csrf_token(world, role, page, action, data):
-    client = _client(world, role, csrf=True)
-    url = action(world)
-    assert client.post(url, data(world)).status_code == 403
-    html = client.get(page(world)).text
-    token = csrf_token_from(html)
-    response = client.post(url, {**data(world), "csrfmiddlewaretoken": token})
+def _rubric(w):
+    return reverse("rubric_editor", args=[w.a.code])
+
+
+def _label(w):
+    return reverse("label_item", args=[w.label_task.code])
+
+
+CSRF_FORMS = {
+    "criterion add": Form("owner", _rubric, lambda w: reverse("criterion_add", args=[w.a.code]), lambda w: CRITERION),
+    "criterion edit": Form(
+        "owner", _rubric, lambda w: reverse("criterion_edit", args=[w.a.code, _own(w).id]), lambda w: CRITERION
+    ),
+    "criterion delete": Form("owner", _rubric, lambda w: reverse("criterion_delete", args=[w.a.code, _own(w).id])),
+    "rubric submit": Form("owner", _rubric, lambda w: reverse("rubric_submit", args=[w.a.code])),
+    "ideal": Form(
+        "owner",
+        lambda w: reverse("ideal_editor", args=[w.a.code]),
+        lambda w: reverse("ideal_editor", args=[w.a.code]),
+        lambda w: {"text": "x"},
+    ),
+    "vote": Form(
+        "owner",
+        lambda w: reverse("votes", args=[w.a.code]),
+        lambda w: reverse("vote", args=[w.a.code, w.catalogue[1].code]),
+        lambda w: {"applies": "no"},
+    ),
+    "label": Form("colleague", _label, _label, lambda w: {"met": "no"}),
+    "draft": Form(
+        "outsider",
+        lambda w: reverse("draft"),
+        lambda w: reverse("draft"),
+        lambda w: {"theme": "hedging", "role": ["user"], "content": ["Hi"]},
+    ),
+    "assign": Form(
+        "curator",
+        lambda w: reverse("assignments"),
+        lambda w: reverse("assignments"),
+        lambda w: {"kind": "rubric", "limit": "1", "per_item": "1"},
+    ),
+    "physician status": Form(
+        "curator",
+        lambda w: reverse("physicians"),
+        lambda w: reverse("physician_status", args=[w.applicant.code]),
+        lambda w: {"status": "trial"},
+    ),
+    "logout": Form("owner", lambda w: "/", lambda w: reverse("logout")),
+}
+
+
+@pytest.mark.parametrize("form", CSRF_FORMS.values(), ids=CSRF_FORMS.keys())
+def test_every_form_needs_the_csrf_token(world, form):
+    client = _client(world, form.role, csrf=True)
+    url = form.action(world)
+    assert client.post(url, form.data(world)).status_code == 403
+    token = csrf_token_from(client.get(form.page(world)).text)
+    response = client.post(url, {**form.data(world), "csrfmiddlewaretoken": token})
     assert response.status_code in (200, 302)
 
 
@@ -204,9 +333,15 @@ def test_htmx_requests_carry_the_token_from_the_body_header(world):
 def test_login_and_logout(world):
     client = client_for(None, csrf=True)
     page = client.get(reverse("login"))
-    bad = client.post(reverse("login"), {"username": "dr_owner", "password": "wrong", "csrfmiddlewaretoken": csrf_token_from(page.text)})
+    bad = client.post(
+        reverse("login"),
+        {"username": "dr_owner", "password": "wrong", "csrfmiddlewaretoken": csrf_token_from(page.text)},
+    )
     assert bad.status_code == 200 and "enter a correct username and password" in bad.text
-    good = client.post(reverse("login"), {"username": "dr_owner", "password": PASSWORD, "csrfmiddlewaretoken": csrf_token_from(page.text)})
+    good = client.post(
+        reverse("login"),
+        {"username": "dr_owner", "password": PASSWORD, "csrfmiddlewaretoken": csrf_token_from(page.text)},
+    )
     assert good.status_code == 302
     home = client.get("/")
     assert "Welcome, dr_owner" in home.text

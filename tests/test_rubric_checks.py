@@ -29,7 +29,12 @@ def test_a_failure_with_negative_points_is_fine(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["Recommends rest and fluids.", "The response advises seeing a doctor.", "Clearly explains the risks.", "Asks about fever."],
+    [
+        "Recommends rest and fluids.",
+        "The response advises seeing a doctor.",
+        "Clearly explains the risks.",
+        "Asks about fever.",
+    ],
 )
 def test_it_warns_when_a_good_action_gets_negative_points(text):
     warning = sign_warning(text, -4)
@@ -65,12 +70,15 @@ def test_near_duplicates_are_found_in_input_order():
 
 
 def test_criteria_on_one_topic_are_not_duplicates():
-    assert near_duplicates(
-        [
-            (1, "Advises calling emergency services for chest pain."),
-            (2, "Explains that chest pain with sweating can be a heart attack."),
-        ]
-    ) == []
+    assert (
+        near_duplicates(
+            [
+                (1, "Advises calling emergency services for chest pain."),
+                (2, "Explains that chest pain with sweating can be a heart attack."),
+            ]
+        )
+        == []
+    )
 
 
 def test_short_criteria_match_only_when_identical():

@@ -41,7 +41,11 @@ def test_it_adds_a_criterion_without_javascript(world, owner):
     criterion = _mine(world).get()
     assert response.status_code == 302
     assert response.url.endswith(f"#criterion-{criterion.id}")
-    assert (criterion.points, criterion.axis, criterion.tags) == (8, "completeness", ["level:example", "axis:completeness"])
+    assert (criterion.points, criterion.axis, criterion.tags) == (
+        8,
+        "completeness",
+        ["level:example", "axis:completeness"],
+    )
     assert criterion.origin == Criterion.Origin.EDITOR
     assert criterion.position > world.cluster.position
 
@@ -146,7 +150,11 @@ def test_cancel_puts_the_criterion_back(world, owner):
     _add(owner, world)
     criterion = _mine(world).get()
     response = owner.get(reverse("criterion_row", args=[world.a.code, criterion.id]), **htmx())
-    assert response.status_code == 200 and f'id="criterion-{criterion.id}"' in response.text and "<form class=" not in response.text
+    assert (
+        response.status_code == 200
+        and f'id="criterion-{criterion.id}"' in response.text
+        and "<form class=" not in response.text
+    )
 
 
 def test_deleting_keeps_the_text_in_the_audit(world, owner):
@@ -156,7 +164,11 @@ def test_deleting_keeps_the_text_in_the_audit(world, owner):
     assert response.status_code == 200 and 'id="rubric-summary"' in response.text
     assert not _mine(world).exists()
     edit = CriterionEdit.objects.get(action=CriterionEdit.Action.DELETE)
-    assert edit.criterion is None and edit.before["text"] == "Advises calling emergency services now." and edit.after is None
+    assert (
+        edit.criterion is None
+        and edit.before["text"] == "Advises calling emergency services now."
+        and edit.after is None
+    )
 
 
 def test_submitting_marks_the_task_done_and_locks_the_rubric(world, owner):
@@ -173,14 +185,18 @@ def test_submitting_marks_the_task_done_and_locks_the_rubric(world, owner):
 def test_a_rubric_without_positive_points_cannot_be_submitted(world, owner):
     fresh = conversation("conv-fresh")
     task(world.owner, Assignment.Kind.RUBRIC, fresh)
-    owner.post(reverse("criterion_add", args=[fresh.code]), {"text": "Recommends bleach.", "points": "-9", "axis": "accuracy"})
+    owner.post(
+        reverse("criterion_add", args=[fresh.code]), {"text": "Recommends bleach.", "points": "-9", "axis": "accuracy"}
+    )
     response = owner.post(reverse("rubric_submit", args=[fresh.code]), follow=True)
     assert "at least one criterion with positive points" in response.text
     assert Assignment.objects.get(conversation=fresh).status == Assignment.Status.OPEN
 
 
 def test_other_physicians_criteria_and_voted_consensus_criteria_stay_hidden(world, owner):
-    Criterion.objects.create(conversation=world.a, text="Colleague's secret criterion.", points=4, author=world.colleague, origin="editor")
+    Criterion.objects.create(
+        conversation=world.a, text="Colleague's secret criterion.", points=4, author=world.colleague, origin="editor"
+    )
     attach(world.a, world.catalogue[1], origin=Criterion.Origin.VOTES)
     page = owner.get(reverse("rubric_editor", args=[world.a.code])).text
     assert "Colleague&#x27;s secret criterion." not in page and "Colleague's secret criterion." not in page
@@ -188,7 +204,9 @@ def test_other_physicians_criteria_and_voted_consensus_criteria_stay_hidden(worl
 
 
 def test_a_physician_cannot_touch_a_criterion_they_did_not_write(world, owner):
-    theirs = Criterion.objects.create(conversation=world.a, text="Theirs.", points=4, author=world.colleague, origin="editor")
+    theirs = Criterion.objects.create(
+        conversation=world.a, text="Theirs.", points=4, author=world.colleague, origin="editor"
+    )
     for criterion in (theirs, world.imported, world.cluster):
         assert owner.get(reverse("criterion_edit", args=[world.a.code, criterion.id])).status_code == 404
         assert owner.post(reverse("criterion_delete", args=[world.a.code, criterion.id])).status_code == 404

@@ -8,6 +8,7 @@ file, imported with import_healthbench and import_run, and reported with run_rep
 import csv
 import io
 import json
+import random
 from io import StringIO
 
 import numpy as np
@@ -19,6 +20,7 @@ from grading import scoring
 from grading.models import Grade, Response, Run
 from grading.run_report import run_report
 from tests import healthbench_rows as rows
+from tests.conftest import sample_file
 from tests.test_import_run import graded_row, import_dataset, import_run, result_example, write_results
 from tests.test_scoring import load
 
@@ -149,6 +151,49 @@ def test_the_extra_reports_match_a_direct_computation(db, tmp_path, name):
         rate = report["consensus_error_rates"][tag]
         assert (rate["n_errors"], rate["n_graded"], rate["n_missing"]) == (sum(flags), len(flags), 0)
         assert rate["error_rate"] == pytest.approx(sum(flags) / len(flags))
+
+
+def sample_run(tmp_path, rows_of_file: list[dict], name: str, seed: int = 3) -> list[dict]:
+    """Grade every rubric item of every row twice at random; return the per-response metrics."""
+    rng = random.Random(seed)
+    examples, expected = [], []
+    for row in rows_of_file:
+        for k in range(2):
+            met = [rng.random() < 0.6 for _ in row["rubrics"]]
+            examples.append(graded_row(row, met, completion=f"Sample {k} of {row['prompt_id']}." + " words" * k))
+            rubric = row["rubrics"]
+            if any(item["points"] > 0 for item in rubric):
+                points, tags = [item["points"] for item in rubric], [item["tags"] for item in rubric]
+                expected.append(scoring.example_metrics(points, met, tags, row["example_tags"]))
+    import_run(write_results(tmp_path / f"{name}_allresults.json", examples), name=name)
+    return expected
+
+
+def test_a_run_on_the_public_sample_rows_matches_a_direct_computation(db, tmp_path):
+    path = sample_file("eval_sample.jsonl")
+    call_command("import_healthbench", str(path), stdout=StringIO())
+    expected = sample_run(tmp_path, [json.loads(line) for line in path.read_text().splitlines()], "sample")
+    report = report_json("sample")
+    assert not Grade.objects.filter(criterion__isnull=True).exists()
+    means = clipped_means(expected)
+    assert report["metrics"].keys() - {"score:n_samples", "score:bootstrap_std"} == {
+        name + suffix for name in means for suffix in ("", ":n_samples", ":bootstrap_std")
+    }
+    for key, (mean, count) in means.items():
+        assert report["metrics"][key] == pytest.approx(mean, abs=1e-12), key
+        assert report["metrics"][f"{key}:n_samples"] == count, key
+
+
+def test_a_consensus_file_run_matches_the_cluster_criteria_of_merged_conversations(db, tmp_path):
+    for name in ("eval_sample.jsonl", "consensus_sample.jsonl"):
+        call_command("import_healthbench", str(sample_file(name)), stdout=StringIO())
+    consensus = [json.loads(line) for line in sample_file("consensus_sample.jsonl").read_text().splitlines()]
+    expected = sample_run(tmp_path, consensus, "consensus")
+    # Cluster texts repeat across clusters: matching uses the tags too, so every grade finds its criterion.
+    graded = Grade.objects.filter(run__name="consensus").select_related("criterion")
+    assert all(g.criterion is not None and g.criterion.tags == g.tags for g in graded)
+    report = report_json("consensus")
+    assert report["metrics"]["overall_score"] == pytest.approx(clipped_means(expected)["overall_score"][0], abs=1e-12)
 
 
 # --- partially graded responses -------------------------------------------------------------

@@ -27,7 +27,13 @@ def _votes(world, entry, *voters):
 
 @pytest.mark.parametrize(
     ("start", "goal"),
-    [("applicant", "trial"), ("trial", "active"), ("active", "removed"), ("trial", "removed"), ("applicant", "removed")],
+    [
+        ("applicant", "trial"),
+        ("trial", "active"),
+        ("active", "removed"),
+        ("trial", "removed"),
+        ("applicant", "removed"),
+    ],
 )
 def test_a_curator_moves_a_physician_along(world, start, goal):
     who = physician("dr_moving", status=start)
@@ -88,11 +94,16 @@ def test_removal_flags_their_criteria_and_cancels_their_open_tasks(world):
     mine.refresh_from_db()
     assert mine.flagged_for_review and outcome.flagged == 1
     assert outcome.cancelled == 2  # rubric and ideal response; the done vote task stays done
-    assert set(Assignment.objects.filter(physician=world.owner).values_list("status", flat=True)) == {"cancelled", "done"}
+    assert set(Assignment.objects.filter(physician=world.owner).values_list("status", flat=True)) == {
+        "cancelled",
+        "done",
+    }
 
 
 def test_removal_keeps_labels_and_marks_the_physician_removed_for_the_meta_eval(world):
-    PhysicianLabel.objects.create(physician=world.colleague, response=world.responses[0], criterion=world.cluster, met=True)
+    PhysicianLabel.objects.create(
+        physician=world.colleague, response=world.responses[0], criterion=world.cluster, met=True
+    )
     physician_status_set(physician=world.colleague, status=Physician.Status.REMOVED)
     assert PhysicianLabel.objects.filter(physician__status=Physician.Status.REMOVED).count() == 1
 

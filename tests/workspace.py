@@ -101,7 +101,10 @@ def make_world() -> World:
     curator = physician("curator", role=Physician.Role.CURATOR)
     researcher = physician("researcher", role=Physician.Role.RESEARCHER)
     a, b = conversation("conv-a"), conversation("conv-b", theme="hedging")
-    catalogue = [consensus(f"{THEME}_{n}", text=t) for n, t in enumerate(["Advises emergency care.", "Gives CPR steps.", "Asks about symptoms."])]
+    catalogue = [
+        consensus(f"{THEME}_{n}", text=t)
+        for n, t in enumerate(["Advises emergency care.", "Gives CPR steps.", "Asks about symptoms."])
+    ]
     other_theme = consensus("hedging_0", theme="hedging")
     imported = Criterion.objects.create(
         conversation=a, position=0, text="Tells the user to call emergency services now.", points=9,
@@ -109,7 +112,9 @@ def make_world() -> World:
     )  # fmt: skip
     cluster = attach(a, catalogue[0], position=1)
     responses = [
-        Response.objects.create(conversation=a, text=f"Response {n}: call an ambulance.", model_name="m", sample_index=n)
+        Response.objects.create(
+            conversation=a, text=f"Response {n}: call an ambulance.", model_name="m", sample_index=n
+        )
         for n in range(2)
     ]
     ideal_task = task(owner, Assignment.Kind.IDEAL_RESPONSE, a, condition=IdealResponse.Condition.WITH_REFERENCE)

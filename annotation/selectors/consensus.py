@@ -62,7 +62,10 @@ def tallies(conversation: Conversation) -> list[Tally]:
             uncounted=Count("votes", filter=~Q(votes__physician__status=Physician.Status.ACTIVE)),
         )
     }
-    attached = {c.consensus_criterion_id: c for c in Criterion.objects.filter(conversation=conversation, consensus_criterion__isnull=False)}
+    attached = {
+        c.consensus_criterion_id: c
+        for c in Criterion.objects.filter(conversation=conversation, consensus_criterion__isnull=False)
+    }
     return [
         Tally(
             consensus_criterion=entry,

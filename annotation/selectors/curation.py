@@ -24,14 +24,18 @@ class ConversationStatus:
     ]
 
 
-def conversations_to_assign(*, kind: str, theme: str = "", subset: str = "", status: str = "") -> QuerySet[Conversation]:
+def conversations_to_assign(
+    *, kind: str, theme: str = "", subset: str = "", status: str = ""
+) -> QuerySet[Conversation]:
     """Conversations matching the curator's filters, oldest first; `status` is about tasks of `kind`."""
     conversations = Conversation.objects.order_by("id")
     if theme:
         conversations = conversations.filter(theme=theme)
     if subset:
         conversations = conversations.filter(memberships__subset__name=subset)
-    tasks = Assignment.objects.filter(conversation=OuterRef("pk"), kind=kind).exclude(status=Assignment.Status.CANCELLED)
+    tasks = Assignment.objects.filter(conversation=OuterRef("pk"), kind=kind).exclude(
+        status=Assignment.Status.CANCELLED
+    )
     if status == ConversationStatus.UNASSIGNED:
         conversations = conversations.filter(~Exists(tasks))
     elif status == ConversationStatus.OPEN:

@@ -2,14 +2,28 @@
 
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, Q, Window
+from django.db.models import Case, Count, F, Max, Min, Q, When, Window
 from django.db.models.functions import RowNumber
+from django.urls import reverse
 
 from annotation.models import Assignment, Conversation, Physician
 
 # Open tasks listed per kind on the home page; the rest are reached one after another.
 LISTED = 5
-TASK_FIELDS = ("id", "code", "kind", "status", "conversation__code", "conversation__prompt_id", "conversation__theme")
+# The page each kind of task is done on, by the conversation's code (labeling: by the task's code).
+TASK_PAGES = {
+    Assignment.Kind.RUBRIC: "rubric_editor",
+    Assignment.Kind.IDEAL_RESPONSE: "ideal_editor",
+    Assignment.Kind.CONSENSUS_VOTE: "votes",
+    Assignment.Kind.LABEL: "label_item",
+}
+
+
+@dataclass(frozen=True)
+class TaskLink:
+    url: str
+    prompt_id: str
+    theme: str
 
 
 @dataclass
@@ -18,7 +32,7 @@ class KindSummary:
     label: str
     open: int = 0
     done: int = 0
-    tasks: list[Assignment] = field(default_factory=list)
+    tasks: list[TaskLink] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -29,33 +43,41 @@ class KindSummary:
         return round(100 * self.done / self.total) if self.total else 0
 
     @property
-    def next_task(self) -> Assignment | None:
+    def next_task(self) -> TaskLink | None:
         return self.tasks[0] if self.tasks else None
 
 
 def task_summary(physician: Physician) -> list[KindSummary]:
-    """Each kind of task with its open and done counts and the first few open tasks (2 queries)."""
+    """Each kind of task with its open and done counts and the first few open tasks, in one query.
+
+    Window functions number the tasks and count them within each (kind, status); only the
+    first LISTED of each group come back, each carrying its group's size. Plain values, not
+    model instances: the conversation's messages stay unread.
+    """
     summary = {kind: KindSummary(kind, label) for kind, label in Assignment.Kind.choices}
-    counts = (
+    group = [F("kind"), F("status")]
+    rows = (
         Assignment.objects.filter(physician=physician)
         .exclude(status=Assignment.Status.CANCELLED)
-        .values("kind")
-        .annotate(open=Count("id", filter=Q(status=Assignment.Status.OPEN)), done=Count("id", filter=Q(status=Assignment.Status.DONE)))
-    )
-    for row in counts:
-        summary[row["kind"]].open, summary[row["kind"]].done = row["open"], row["done"]
-    # The first LISTED open tasks of every kind in one query; the conversation's messages stay unread.
-    first_open = (
-        Assignment.objects.filter(physician=physician, status=Assignment.Status.OPEN)
-        .select_related("conversation")
-        .only(*TASK_FIELDS)
-        .annotate(rank=Window(RowNumber(), partition_by=[F("kind")], order_by=F("id").asc()))
+        .annotate(
+            rank=Window(RowNumber(), partition_by=group, order_by=F("id").asc()),
+            in_group=Window(Count("id"), partition_by=group),
+        )
         .filter(rank__lte=LISTED)
-        .order_by("kind", "id")
+        .order_by("kind", "status", "id")
+        .values_list(
+            "kind", "status", "in_group", "code", "conversation__code", "conversation__prompt_id", "conversation__theme"
+        )
     )
-    for task in first_open:
-        summary[task.kind].tasks.append(task)
-    return [s for s in summary.values()]
+    for kind, status, in_group, code, conversation_code, prompt_id, theme in rows:
+        entry = summary[kind]
+        if status == Assignment.Status.OPEN:
+            entry.open = in_group
+            url = reverse(TASK_PAGES[kind], args=[code if kind == Assignment.Kind.LABEL else conversation_code])
+            entry.tasks.append(TaskLink(url, prompt_id, theme))
+        else:
+            entry.done = in_group
+    return list(summary.values())
 
 
 def wrote_rubric(*, physician: Physician, conversation: Conversation) -> bool:
@@ -64,7 +86,10 @@ def wrote_rubric(*, physician: Physician, conversation: Conversation) -> bool:
         return True
     return (
         Conversation.objects.filter(id=conversation.id)
-        .filter(Q(criteria__author=physician) | Q(assignments__physician=physician, assignments__kind=Assignment.Kind.RUBRIC))
+        .filter(
+            Q(criteria__author=physician)
+            | Q(assignments__physician=physician, assignments__kind=Assignment.Kind.RUBRIC)
+        )
         .exists()
     )
 
@@ -85,23 +110,36 @@ def _label_items(physician_id: int):
 
 def following_label_code(task: Assignment) -> str | None:
     """The next open item after this one, wrapping round to the first open one, so a skipped item comes back."""
-    open_items = _label_items(task.physician_id).filter(status=Assignment.Status.OPEN).exclude(id=task.id)
-    following = open_items.filter(id__gt=task.id).order_by("id").values_list("code", flat=True).first()
-    if following is None:
-        following = open_items.order_by("id").values_list("code", flat=True).first()
-    return str(following) if following else None
+    code = (
+        _label_items(task.physician_id)
+        .filter(status=Assignment.Status.OPEN)
+        .exclude(id=task.id)
+        # Items after this one first, then the ones before it; by id within each.
+        .order_by(Case(When(id__gt=task.id, then=0), default=1), "id")
+        .values_list("code", flat=True)
+        .first()
+    )
+    return str(code) if code else None
 
 
 def label_position(task: Assignment) -> LabelPosition:
-    """Progress through the physician's labeling items, and the items just before and after this one."""
-    mine = _label_items(task.physician_id)
-    counts = mine.aggregate(total=Count("id"), done=Count("id", filter=Q(status=Assignment.Status.DONE)))
-    previous = mine.filter(id__lt=task.id).order_by("-id").values_list("code", flat=True).first()
+    """Progress through the physician's labeling items, and the items just before and after this one (2 queries)."""
+    is_open = Q(status=Assignment.Status.OPEN) & ~Q(id=task.id)
+    found = _label_items(task.physician_id).aggregate(
+        total=Count("id"),
+        done=Count("id", filter=Q(status=Assignment.Status.DONE)),
+        previous=Max("id", filter=Q(id__lt=task.id)),
+        following=Min("id", filter=is_open & Q(id__gt=task.id)),
+        first_open=Min("id", filter=is_open),
+    )
+    following = found["following"] or found["first_open"]
+    wanted = [i for i in (found["previous"], following) if i is not None]
+    codes = dict(Assignment.objects.filter(id__in=wanted).values_list("id", "code")) if wanted else {}
     return LabelPosition(
-        done=counts["done"],
-        total=counts["total"],
-        previous_code=str(previous) if previous else None,
-        next_code=following_label_code(task),
+        done=found["done"],
+        total=found["total"],
+        previous_code=str(codes[found["previous"]]) if found["previous"] else None,
+        next_code=str(codes[following]) if following else None,
     )
 
 

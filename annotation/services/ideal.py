@@ -21,7 +21,9 @@ def ideal_response_save(*, task: Assignment, text: str) -> IdealResponse:
             from_dataset=False,
             defaults={
                 "text": text,
-                "condition": IdealResponse.Condition.WITH_REFERENCE if with_reference else IdealResponse.Condition.NO_REFERENCE,
+                "condition": IdealResponse.Condition.WITH_REFERENCE
+                if with_reference
+                else IdealResponse.Condition.NO_REFERENCE,
                 "reference_responses": references,
             },
         )

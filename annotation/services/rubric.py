@@ -24,7 +24,9 @@ def next_position(conversation_id: int) -> int:
     return 0 if last is None else last + 1
 
 
-def criterion_create(*, physician: Physician, conversation: Conversation, text: str, points: int, axis: str) -> Criterion:
+def criterion_create(
+    *, physician: Physician, conversation: Conversation, text: str, points: int, axis: str
+) -> Criterion:
     with transaction.atomic():
         conversation_lock(conversation.id)
         criterion = Criterion.objects.create(

@@ -1,0 +1,158 @@
+"""manage.py grade: estimate, launch, wait, resume, cancel, and bad input. Tasks run eagerly
+(in this process) when the launch's transaction commits: at the end of the test's
+transaction, or, for the tests that --wait, at once (they commit for real)."""
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from grading import llm
+from grading.models import Grade, GraderConfig, Run, RunBatch
+from grading.run_report import run_report
+from healthbench_web.celery import app
+from tests.grading_data import conversation_with_rubric, imported_run, subset_of
+
+pytest_plugins = ["tests.llm_server"]
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def eager_tasks(monkeypatch):
+    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def grade(llm_server, django_capture_on_commit_callbacks):
+    """call_command("grade", ...) with the test server as grader; returns its output."""
+
+    def call(*args, **options) -> str:
+        out = io.StringIO()
+        with django_capture_on_commit_callbacks(execute=True):
+            call_command("grade", *args, stdout=out, stderr=out, **options)
+        return out.getvalue()
+
+    return call
+
+
+def grader_args(server) -> list[str]:
+    return ["--grader-model", "grader", "--grader-base-url", server.url, "--grader-api-key-env", ""]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_prints_an_estimate_then_grades_and_waits_for_the_end(grade, llm_server):
+    source = imported_run(name="imported", conversations=3, samples=2, faults={0: "500:1"})
+    out = grade("--name", "again", *grader_args(llm_server), "--responses-from", "imported", "--wait")
+    assert out.index("Estimate for again:") < out.index("Grading: 30 grader calls on 6 responses") < out.index("Launched again")
+    assert "done      30/30 (100.0%) · 0 failed · 0 reused" in out
+    assert out.rstrip().endswith("Done: again")
+    run = Run.objects.get(name="again")
+    assert run_report(run=run).data == run_report(run=source).data
+
+
+def test_estimate_only_launches_nothing(grade, llm_server):
+    imported_run(name="imported", conversations=1)
+    out = grade("--name", "again", *grader_args(llm_server), "--responses-from", "imported", "--estimate-only")
+    assert "grader calls" in out
+    assert not Run.objects.filter(name="again").exists() and llm_server.calls == 0
+
+
+def test_the_grader_settings_are_kept_with_the_run(grade, llm_server, tmp_path):
+    imported_run(name="imported", conversations=1, samples=1)
+    template = tmp_path / "template.txt"
+    template.write_text("Grade it.\n<<conversation>>\n<<rubric_item>>\n")
+    grade(
+        "--name", "again", *grader_args(llm_server), "--responses-from", "imported", "--grader-template", str(template),
+        "--grader-temperature", "0.5", "--grader-max-tokens", "300", "--grader-timeout", "9", "--grader-rpm", "600",
+        "--grader-tpm", "90000", "--concurrency", "3", "--no-cache",
+    )  # fmt: skip
+    run = Run.objects.select_related("grader_config").get(name="again")
+    config = run.grader_config
+    assert (config.model, config.base_url, config.api_key_env) == ("grader", llm_server.url, "")
+    assert (config.temperature, config.max_tokens, config.timeout_seconds) == (0.5, 300, 9.0)
+    assert (config.requests_per_minute, config.tokens_per_minute) == (600, 90000)
+    assert config.prompt_template == template.read_text()
+    assert (run.concurrency, run.use_cache, run.status) == (3, False, Run.Status.DONE)
+
+
+def test_two_runs_with_the_same_grader_share_its_config_and_the_second_reuses_grades(grade, llm_server):
+    imported_run(name="imported", conversations=2, samples=1)
+    grade("--name", "first", *grader_args(llm_server), "--responses-from", "imported")
+    calls = llm_server.calls
+    grade("--name", "second", *grader_args(llm_server), "--responses-from", "imported")
+    assert GraderConfig.objects.count() == 1
+    assert llm_server.calls == calls
+    second = Run.objects.get(name="second")
+    assert Grade.objects.filter(run=second, reused=True).count() == second.total_items
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_samples_from_a_policy_model_on_a_subset(grade, llm_server):
+    subset_of("mine", [conversation_with_rubric(i, n_criteria=3) for i in range(2)])
+    out = grade(
+        "--name", "sampled", *grader_args(llm_server), "--policy-model", "policy-1", "--policy-base-url", llm_server.url,
+        "--policy-api-key-env", "", "--samples", "3", "--subset", "mine", "--wait",
+    )  # fmt: skip
+    assert "Sampling: 6 policy calls" in out and "Grading: 18 grader calls on 6 responses" in out
+    run = Run.objects.get(name="sampled")
+    assert run.status == Run.Status.DONE and run.sampled_responses.count() == 6
+    assert Grade.objects.filter(run=run).count() == 18
+
+
+def test_cancel_stops_a_run_and_resume_queues_only_what_is_missing(llm_server, django_capture_on_commit_callbacks):
+    imported_run(name="imported", conversations=4, samples=2)
+    out = io.StringIO()
+    # Launched, but its tasks never ran (no worker): cancel it.
+    call_command("grade", "--name", "again", *grader_args(llm_server), "--responses-from", "imported", "--concurrency", "1", stdout=out)
+    call_command("grade", "--cancel", "again", stdout=out)
+    run = Run.objects.get(name="again")
+    assert run.status == Run.Status.CANCELLED
+    assert set(run.batches.values_list("status", flat=True)) == {RunBatch.Status.CANCELLED}
+    with pytest.raises(CommandError, match="is cancelled, not running"):
+        call_command("grade", "--cancel", "again", stdout=out)
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("grade", "--resume", "again", stdout=out)
+    assert "Resumed again: 2 batch(es) queued." in out.getvalue()
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE and Grade.objects.filter(run=run).count() == run.total_items
+    assert llm_server.calls == run.total_items
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waiting_on_a_run_that_fails_exits_with_its_reason(grade, llm_server, monkeypatch):
+    monkeypatch.delenv("HB_NO_SUCH_KEY", raising=False)
+    imported_run(name="imported", conversations=1)
+    args = ["--grader-model", "grader", "--grader-base-url", llm_server.url, "--grader-api-key-env", "HB_NO_SUCH_KEY"]
+    with pytest.raises(CommandError, match="ended failed: the environment variable HB_NO_SUCH_KEY"):
+        grade("--name", "again", *args, "--responses-from", "imported", "--wait")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--name", "x", "--responses-from", "nope"], "no run named 'nope'"),
+        (["--name", "x", "--responses-from", "imported", "--subset", "mine", "--policy-model", "p"], "grade either"),
+        (["--name", "x", "--policy-model", "p", "--samples", "2"], "sampling needs a subset"),
+        (["--name", "x", "--subset", "nope", "--policy-model", "p"], "no subset named 'nope'"),
+        (["--name", "imported", "--responses-from", "imported"], "a run named 'imported' already exists"),
+        (["--name", "x", "--responses-from", "imported", "--concurrency", "0"], "concurrency must be between"),
+        (["--name", "x", "--responses-from", "imported", "--grader-template", "/nowhere"], "cannot read the grader template"),
+        (["--resume", "nope"], "no run named 'nope'"),
+        (["--resume", "imported"], "was imported, not graded here"),
+    ],
+)
+def test_bad_input_exits_non_zero_with_a_message_and_writes_nothing(grade, llm_server, args, message):
+    imported_run(name="imported", conversations=1)
+    subset_of("mine", [])
+    with pytest.raises(CommandError, match=message):
+        grade(*args, *grader_args(llm_server))
+    assert Run.objects.count() == 1
+
+
+def test_a_missing_grader_model_is_named(grade):
+    imported_run(name="imported", conversations=1)
+    with pytest.raises(CommandError, match="the grader model is required"):
+        grade("--name", "x", "--responses-from", "imported")

@@ -1,0 +1,237 @@
+"""The grading run pages: who may use them, the launch form (estimate first), the run page's
+htmx progress fragment, cancelling, and CSRF on every form."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from annotation.models import Physician
+from grading.batch_service import batch_run
+from grading.grading_service import run_launch
+from grading.models import Run, RunBatch
+from grading.run_plan import EndpointSpec, RunSpec
+from tests.grading_data import imported_run
+
+pytest_plugins = ["tests.llm_server"]
+pytestmark = pytest.mark.django_db
+
+
+def make_user(role: str) -> User:
+    user = User.objects.create_user(username=role, password="pw-for-tests")
+    Physician.objects.create(user=user, role=role)
+    return user
+
+
+def client_for(role: str, **kwargs) -> Client:
+    client = Client(**kwargs)
+    client.force_login(make_user(role))
+    return client
+
+
+@pytest.fixture
+def source() -> Run:
+    return imported_run(name="imported", conversations=2, samples=2)
+
+
+@pytest.fixture
+def run(source, llm_server) -> Run:
+    grader = EndpointSpec(model="grader", base_url=llm_server.url, api_key_env="")
+    return run_launch(spec=RunSpec(name="regrade", grader=grader, responses_from=source, concurrency=2))
+
+
+def form_data(llm_server, **changes) -> dict:
+    data = {
+        "name": "from-the-page",
+        "source": "responses",
+        "responses_from": str(Run.objects.get(name="imported").code),
+        "samples": "1",
+        "policy_temperature": "1.0",
+        "policy_max_tokens": "2048",
+        "policy_api_key_env": "OPENAI_API_KEY",
+        "grader_model": "grader",
+        "grader_base_url": llm_server.url,
+        "grader_api_key_env": "",
+        "grader_temperature": "0",
+        "grader_max_tokens": "2048",
+        "grader_timeout": "60",
+        "concurrency": "8",
+        "use_cache": "on",
+    }
+    return {**data, **changes}
+
+
+# --- who may use them ---------------------------------------------------------------------------
+
+
+def page_urls(run: Run) -> list[str]:
+    return [reverse("run_list"), reverse("run_new"), reverse("run_detail", args=[run.code])]
+
+
+@pytest.mark.parametrize("role", [Physician.Role.RESEARCHER, Physician.Role.CURATOR])
+def test_researchers_and_curators_open_the_run_pages(run, role):
+    client = client_for(role)
+    for url in page_urls(run):
+        assert client.get(url).status_code == 200, url
+
+
+def test_physicians_are_refused_every_run_page_and_the_cancel(run):
+    client = client_for(Physician.Role.PHYSICIAN)
+    for url in page_urls(run):
+        assert client.get(url).status_code == 403, url
+    assert client.post(reverse("run_cancel", args=[run.code])).status_code == 403
+    assert client.post(reverse("run_new"), {}).status_code == 403
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+
+
+def test_visitors_are_sent_to_the_login_page(run, client):
+    for url in page_urls(run):
+        response = client.get(url)
+        assert response.status_code == 302 and response.url.startswith(reverse("login")), url
+
+
+def test_an_unknown_run_is_not_found():
+    client = client_for(Physician.Role.RESEARCHER)
+    assert client.get(reverse("run_detail", args=["00000000-0000-0000-0000-000000000000"])).status_code == 404
+
+
+# --- launching ------------------------------------------------------------------------------------
+
+
+def test_the_estimate_comes_before_the_launch(source, llm_server):
+    client = client_for(Physician.Role.RESEARCHER)
+    page = client.get(reverse("run_new")).content.decode()
+    assert 'value="estimate"' in page and 'value="launch"' not in page
+    response = client.post(reverse("run_new"), {**form_data(llm_server), "action": "estimate"})
+    page = response.content.decode()
+    assert "Grading: 20 grader calls on 4 responses" in page
+    assert 'value="launch"' in page
+    assert not Run.objects.filter(name="from-the-page").exists()
+
+
+def test_launching_creates_the_run_and_opens_its_page(source, llm_server, django_capture_on_commit_callbacks):
+    client = client_for(Physician.Role.RESEARCHER)
+    with django_capture_on_commit_callbacks() as queued:
+        response = client.post(reverse("run_new"), {**form_data(llm_server), "action": "launch"})
+    run = Run.objects.get(name="from-the-page")
+    assert response.status_code == 302 and response.url == reverse("run_detail", args=[run.code])
+    assert (run.total_items, run.concurrency, run.use_cache, run.responses_from) == (20, 8, True, source)
+    assert len(queued) == run.batches.count()
+
+
+def test_the_estimate_fragment_answers_htmx_and_launches_nothing(source, llm_server):
+    client = client_for(Physician.Role.RESEARCHER)
+    response = client.post(reverse("run_new"), {**form_data(llm_server), "action": "launch"}, headers={"HX-Request": "true"})
+    page = response.content.decode()
+    assert "<html" not in page and "Grading: 20 grader calls" in page
+    assert not Run.objects.filter(name="from-the-page").exists()
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"source": "sample"}, "the policy model is required"),
+        ({"name": "imported"}, "a run named &#x27;imported&#x27; already exists"),
+        ({"grader_template": "no placeholders here"}, "lacks the placeholder"),
+        ({"responses_from": ""}, "grade either the responses of an existing run"),
+    ],
+)
+def test_a_bad_launch_says_what_is_wrong(source, llm_server, changes, message):
+    client = client_for(Physician.Role.RESEARCHER)
+    response = client.post(reverse("run_new"), {**form_data(llm_server, **changes), "action": "launch"})
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert Run.objects.count() == 1
+
+
+def test_the_sampling_choice_launches_a_sampled_run(llm_server, django_capture_on_commit_callbacks):
+    from tests.grading_data import conversation_with_rubric, subset_of
+
+    imported_run(name="imported", conversations=1)
+    subset_of("mine", [conversation_with_rubric(9, n_criteria=2)])
+    client = client_for(Physician.Role.CURATOR)
+    data = form_data(llm_server, source="sample", subset="mine", policy_model="policy-1", samples="3")
+    with django_capture_on_commit_callbacks():
+        response = client.post(reverse("run_new"), {**data, "action": "launch"})
+    assert response.status_code == 302
+    run = Run.objects.get(name="from-the-page")
+    assert (run.policy_model, run.samples, run.subset.name, run.total_items) == ("policy-1", 3, "mine", 6)
+
+
+# --- watching --------------------------------------------------------------------------------------
+
+
+def test_the_run_page_polls_its_progress_fragment_every_two_seconds(run):
+    client = client_for(Physician.Role.RESEARCHER)
+    page = client.get(reverse("run_detail", args=[run.code])).content.decode()
+    assert 'id="progress"' in page
+    assert f'hx-get="{reverse("run_detail", args=[run.code])}"' in page and 'hx-trigger="every 2s"' in page
+    assert "Cancel run" in page
+
+
+def test_htmx_gets_only_the_progress_fragment_with_its_figures(run, django_assert_max_num_queries):
+    batch_run(batch_id=run.batches.order_by("number").values_list("id", flat=True)[0])
+    client = client_for(Physician.Role.RESEARCHER)
+    with django_assert_max_num_queries(8):
+        response = client.get(reverse("run_detail", args=[run.code]), headers={"HX-Request": "true"})
+    fragment = response.content.decode()
+    assert fragment.lstrip().startswith('<section id="progress"') and "<html" not in fragment
+    done = Run.objects.get(id=run.id).grades.count()
+    assert f"{done} of 20" in fragment
+    assert re.search(r"<th>Remaining</th><td class=\"num\">\s*%d\s*<" % (20 - done), fragment)
+    assert "grades/s" in fragment and "prompt" in fragment and "Reused" in fragment
+    assert '<progress max="20" value="%d"' % done in fragment
+
+
+def test_a_finished_run_stops_polling_and_links_its_report(run):
+    for batch_id in run.batches.values_list("id", flat=True):
+        batch_run(batch_id=batch_id)
+    client = client_for(Physician.Role.RESEARCHER)
+    fragment = client.get(reverse("run_detail", args=[run.code]), headers={"HX-Request": "true"}).content.decode()
+    assert "hx-trigger" not in fragment and "Cancel run" not in fragment
+    assert reverse("report_detail", args=[run.code]) in fragment
+
+
+def test_the_cancel_button_cancels_the_run(run):
+    client = client_for(Physician.Role.RESEARCHER)
+    response = client.post(reverse("run_cancel", args=[run.code]), follow=True)
+    assert response.status_code == 200 and "Cancelled regrade" in response.content.decode()
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert set(run.batches.values_list("status", flat=True)) == {RunBatch.Status.CANCELLED}
+
+
+def test_cancel_answers_only_post(run):
+    client = client_for(Physician.Role.RESEARCHER)
+    assert client.get(reverse("run_cancel", args=[run.code])).status_code == 405
+
+
+# --- CSRF --------------------------------------------------------------------------------------------
+
+
+def csrf_token(client: Client, url: str) -> str:
+    page = client.get(url).content.decode()
+    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+
+
+def test_the_launch_form_needs_its_csrf_token(source, llm_server):
+    client = client_for(Physician.Role.RESEARCHER, enforce_csrf_checks=True)
+    data = {**form_data(llm_server), "action": "estimate"}
+    assert client.post(reverse("run_new"), data).status_code == 403
+    token = csrf_token(client, reverse("run_new"))
+    assert client.post(reverse("run_new"), {**data, "csrfmiddlewaretoken": token}).status_code == 200
+    # htmx sends the token in the header that base.html sets on <body>.
+    assert client.post(reverse("run_new"), data, headers={"HX-Request": "true", "X-CSRFToken": token}).status_code == 200
+
+
+def test_the_cancel_form_needs_its_csrf_token(run):
+    client = client_for(Physician.Role.RESEARCHER, enforce_csrf_checks=True)
+    url = reverse("run_cancel", args=[run.code])
+    assert client.post(url).status_code == 403
+    token = csrf_token(client, reverse("run_detail", args=[run.code]))
+    assert client.post(url, {"csrfmiddlewaretoken": token}).status_code == 302
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED

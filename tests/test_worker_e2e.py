@@ -1,0 +1,107 @@
+"""End to end with real worker processes: a regrade through injected faults, its worker killed
+with SIGKILL mid-run, another worker started; every grade must exist exactly once and the
+report must equal the imported run's (whose grades the test server's grader agrees with).
+
+Runs on the broker the settings name: Redis when REDIS_URL is set, else the filesystem
+broker under VAR_DIR. The workers use the test database (DATABASE_NAME) and short leases,
+so that the second worker's sweep takes over the killed worker's batches within seconds.
+Do not run another worker on the same broker meanwhile: it would take these tasks.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.models import Count
+
+from grading.models import Grade, Run, RunBatch
+from grading.run_report import run_report
+from tests.conftest import REPO
+from tests.grading_data import imported_run
+
+pytest_plugins = ["tests.llm_server"]
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+LEASE_SECONDS = 3
+# Each fault once per item, so that every grade ends graded and the score is the fault-free one.
+FAULTS = {0: "500:1", 2: "429:1", 3: "malformed:1", 5: "slow:1", 6: "reset:1"}
+
+
+def start_worker(name: str, log: Path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DATABASE_NAME": str(connection.settings_dict["NAME"]),
+        "GRADING_LEASE_SECONDS": str(LEASE_SECONDS),
+        "GRADING_SWEEP_SECONDS": "1",
+    }
+    command = [sys.executable, "-m", "celery", "-A", "healthbench_web", "worker", "--concurrency", "2",
+               "--hostname", f"{name}@%h", "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]  # fmt: skip
+    # Its own process group, so that SIGKILL takes the pool's children too, as a crash would.
+    return subprocess.Popen(
+        command, cwd=REPO, env=env, start_new_session=True, stdout=log.open("ab"), stderr=subprocess.STDOUT
+    )
+
+
+def kill(worker: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(worker.pid, sig)
+    except ProcessLookupError:
+        return
+    try:
+        worker.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+
+def wait_for(condition, *, timeout: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            batches = list(RunBatch.objects.values_list("number", "status", "claims", "failures", "items"))
+            pytest.fail(f"timed out waiting for {what}; batches {batches}; worker log:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+
+
+def test_a_killed_worker_loses_and_doubles_nothing(llm_server, tmp_path):
+    llm_server.latency = 0.1
+    llm_server.retry_after = 0.3
+    llm_server.slow_seconds = 2.0
+    source = imported_run(name="imported", conversations=8, samples=4, n_criteria=8, faults=FAULTS, faulty_conversations=3)
+    log = tmp_path / "workers.log"
+    workers = [start_worker("first", log)]
+    try:
+        call_command(
+            "grade", "--name", "again", "--grader-model", "grader", "--grader-base-url", llm_server.url,
+            "--grader-api-key-env", "", "--grader-timeout", "1", "--concurrency", "8", stdout=open(os.devnull, "w"),
+            responses_from="imported",
+        )  # fmt: skip
+        run = Run.objects.get(name="again")
+        total = run.total_items
+        assert total == 256
+
+        wait_for(lambda: Grade.objects.filter(run=run).count() >= total // 4, timeout=30, what="a quarter of the grades", log=log)
+        kill(workers[0], signal.SIGKILL)
+        at_kill = Grade.objects.filter(run=run).count()
+        assert at_kill < total, "the run ended before the kill: make it slower"
+
+        workers.append(start_worker("second", log))
+        wait_for(lambda: Run.objects.get(id=run.id).status != Run.Status.RUNNING, timeout=45, what="the run to end", log=log)
+    finally:
+        for worker in workers:
+            kill(worker, signal.SIGTERM)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE, log.read_text()[-4000:]
+    grades = Grade.objects.filter(run=run)
+    assert grades.count() == total
+    assert not grades.values("response", "position").annotate(n=Count("id")).filter(n__gt=1).exists()
+    assert not grades.filter(status=Grade.Status.FAILED).exists()
+    assert {"500", "429", "malformed", "slow", "reset"} <= set(llm_server.faults_served)
+    assert run_report(run=run).data == run_report(run=source).data
