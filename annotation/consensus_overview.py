@@ -6,9 +6,9 @@ from annotation.models import ConsensusCriterion, ConsensusVote, Criterion, Phys
 
 
 def consensus_overview() -> list[dict]:
-    """One row per catalogue entry. Votes of removed physicians do not count."""
+    """One row per catalogue entry. Only active physicians' votes count, as for attachment."""
     votes: dict[int, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
-    counted = ConsensusVote.objects.exclude(physician__status=Physician.Status.REMOVED)
+    counted = ConsensusVote.objects.filter(physician__status=Physician.Status.ACTIVE)
     for entry_id, conversation_id, applies in counted.values_list("consensus_criterion_id", "conversation_id", "applies"):
         votes[entry_id][conversation_id].append(applies)
     attached: dict[int, int] = defaultdict(int)

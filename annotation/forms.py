@@ -148,6 +148,9 @@ class DraftForm:
                 turn["error"] = "Each turn is from the user or the assistant."
             elif not turn["content"]:
                 turn["error"] = "Write this turn, or remove it."
+            elif "\x00" in turn["content"]:
+                # PostgreSQL text cannot hold NUL; Django's own CharField refuses it the same way.
+                turn["error"] = "Null characters are not allowed."
         turn_errors = any("error" in t for t in self.turns)
         if not turn_errors and "turns" not in self.errors:
             try:

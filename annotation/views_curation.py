@@ -6,6 +6,7 @@ Researchers may read these pages; only curators may change anything.
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.db import IntegrityError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -59,22 +60,31 @@ def assignments(request: HtmxRequest) -> HttpResponse:
         form = _assign_form(request.POST)
         if form.is_valid():
             ids, _, physicians = _selection(form)
-            summary = assignments_create(
-                kind=form.cleaned_data["kind"],
-                conversation_ids=ids,
-                physicians=physicians,
-                per_item=form.cleaned_data["per_item"],
-                assigned_by=curator,
-                condition=form.cleaned_data["condition"],
-            )
-            (messages.success if summary.created else messages.warning)(request, str(summary).capitalize() + ".")
+            try:
+                summary = assignments_create(
+                    kind=form.cleaned_data["kind"],
+                    conversation_ids=ids,
+                    physicians=physicians,
+                    per_item=form.cleaned_data["per_item"],
+                    assigned_by=curator,
+                    condition=form.cleaned_data["condition"],
+                )
+            except IntegrityError:
+                # Another curator gave out some of the same tasks in the same moment; the unique
+                # constraints refused the duplicates and the whole batch was rolled back.
+                messages.error(
+                    request, "Someone assigned some of these items at the same moment. Nothing changed: try again."
+                )
+            else:
+                (messages.success if summary.created else messages.warning)(request, str(summary).capitalize() + ".")
             return redirect("assignments")
     else:
         form = _assign_form(request.GET or None)
     preview = None
     if form.is_bound and form.is_valid():
         ids, matching, physicians = _selection(form)
-        preview = {"conversations": len(ids), "matching": matching, "physicians": physicians}
+        fields = [(name, form.data.get(name, "")) for name in form.fields]
+        preview = {"conversations": len(ids), "matching": matching, "physicians": physicians, "fields": fields}
     context = {
         "form": form,
         "preview": preview,

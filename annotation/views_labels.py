@@ -19,13 +19,16 @@ TEMPLATE = "annotation/label.html"
 
 def _context(task: Assignment, form: LabelForm | None = None) -> dict:
     # The physician's own earlier answer, if any; never anyone else's label or the grader's decision.
-    own = (
-        PhysicianLabel.objects.filter(
-            physician_id=task.physician_id, response_id=task.response_id, criterion_id=task.criterion_id
+    # Labeling marks the task done in the same transaction, so an open task has no label to read.
+    own = None
+    if task.is_done:
+        own = (
+            PhysicianLabel.objects.filter(
+                physician_id=task.physician_id, response_id=task.response_id, criterion_id=task.criterion_id
+            )
+            .values("met", "comment")
+            .first()
         )
-        .values("met", "comment")
-        .first()
-    )
     return {
         "task": task,
         "conversation": task.conversation,

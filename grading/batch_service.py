@@ -7,8 +7,7 @@
 3. grade what is missing: the batch's (response, criterion) items without a grade in this
    run. An identical earlier request reuses its grade (the cache, unless the run is off it);
    the rest go to the process's event loop (grading.engine), many calls at once.
-4. Store as results come back, every FLUSH_SECONDS or FLUSH_ROWS, with ON CONFLICT DO
-   NOTHING: the database holds one grade per (run, response, criterion) and per position,
+4. Store as results come back, every FLUSH_SECONDS, with ON CONFLICT DO NOTHING: the database holds one grade per (run, response, criterion) and per position,
    whoever else graded it. The same transaction renews the lease, which fails when the
    run was cancelled or the batch claimed by another worker.
 5. End: done (then maybe the run is done), or, after WORK_SECONDS, handed back and queued
@@ -22,7 +21,6 @@ import enum
 import hashlib
 import json
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -51,9 +49,7 @@ from grading.run_slots import slots_for_run
 from grading.sampler import SampleJob, ask_policy, sample_jobs_missing, sample_messages, samples_of, samples_store
 
 log = logging.getLogger(__name__)
-FLUSH_ROWS = 200
 FLUSH_SECONDS = 0.5
-_FINISHED = object()
 
 
 class Outcome(enum.StrEnum):
@@ -76,7 +72,6 @@ def work_seconds() -> float:
 class Claim:
     batch: RunBatch
     token: int
-    renewed: float = 0.0
 
     def _mine(self):
         return RunBatch.objects.filter(id=self.batch.id, claims=self.token, status=RunBatch.Status.RUNNING)
@@ -85,7 +80,6 @@ class Claim:
         """Extend the lease; False when the batch is no longer ours (cancelling a run
         cancels its batches, and another claim changes the token)."""
         now = timezone.now()
-        self.renewed = time.monotonic()
         return self._mine().update(lease_until=now + lease(), touched=now) == 1
 
     def finish(self, *, failed_samples: int = 0) -> bool:
@@ -130,7 +124,7 @@ def batch_claim(*, batch_id: int) -> Claim | None:
     ):
         return None
     batch = RunBatch.objects.select_related("run__grader_config", "run__policy_config", "run__subset").get(id=batch_id)
-    return Claim(batch=batch, token=batch.claims, renewed=time.monotonic())
+    return Claim(batch=batch, token=batch.claims)
 
 
 def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
@@ -365,40 +359,32 @@ def _drive(
     *,
     save: Callable[[list], Any] | None = None,
 ) -> Outcome:
-    """Run `coroutine(emit, stop)` on the event loop; store what it emits as it comes."""
-    results: queue.SimpleQueue = queue.SimpleQueue()
+    """Run `coroutine(emit, stop)` on the event loop; store what it emits, every FLUSH_SECONDS.
+
+    The loop appends results to a list that this thread takes every FLUSH_SECONDS. Waking
+    this thread for each result instead would make the two threads trade the GIL hundreds
+    of times a second, and every trade stalls the event loop for up to a switch interval."""
+    results: list = []
+    finished = threading.Event()
     stop = threading.Event()
-    future = engine.submit(coroutine(lambda job, result: results.put((job, result)), stop))
-    future.add_done_callback(lambda _: results.put(_FINISHED))
+    future = engine.submit(coroutine(lambda job, result: results.append((job, result)), stop))
+    future.add_done_callback(lambda _: finished.set())
     outcome = Outcome.DONE
-    buffer: list = []
-    last_write = time.monotonic()
-    finished = False
     try:
-        while not finished:
-            try:
-                got = results.get(timeout=FLUSH_SECONDS)
-                while True:
-                    if got is _FINISHED:
-                        finished = True
-                    else:
-                        buffer.append(got)
-                    got = results.get_nowait()
-            except queue.Empty:
-                pass
-            now = time.monotonic()
-            due = len(buffer) >= FLUSH_ROWS or (buffer and now - last_write >= FLUSH_SECONDS)
-            if finished or due or now - claim.renewed >= lease().total_seconds() / 4:
-                keep = _write(claim, convert(buffer), save)
-                buffer, last_write = [], now
-                if not keep and not finished:
-                    # Cancelled, or another worker has the batch: drop the calls in flight.
-                    outcome = Outcome.STOPPED
-                    stop.set()
-                    future.cancel()
-            if outcome is Outcome.DONE and not finished and now > deadline:
+        while True:
+            done = finished.wait(timeout=FLUSH_SECONDS)
+            taken = results[:]
+            del results[: len(taken)]  # the loop only appends: what came meanwhile stays
+            if not _write(claim, convert(taken), save) and not done:
+                # Cancelled, or another worker has the batch: drop the calls in flight.
+                outcome = Outcome.STOPPED
+                stop.set()
+                future.cancel()
+            if outcome is Outcome.DONE and not done and time.monotonic() > deadline:
                 outcome = Outcome.PAUSED
                 stop.set()
+            if done and not results:
+                break
     finally:
         if not future.done():
             stop.set()

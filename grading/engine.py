@@ -8,8 +8,11 @@ batch. Nothing here touches the database: Django's ORM is not for event loops.
 
 ``run_lanes`` is the scheduler. A lane is one slot of the run's concurrency bound, held
 while there is work for it: it takes the next job, awaits it, reports the result, and gives
-the slot back when the batch has no more jobs. A task asks for more slots while it has
-waiting jobs, so slots that another task frees are picked up within ``POLL_SECONDS``.
+the slot back when the batch has no more jobs, or when this task holds more than its fair
+share of the run's slots (grading.run_slots). A task asks for more slots every
+``POLL_SECONDS`` while it has waiting jobs, so freed slots are picked up at once. Lanes
+that end wake the scheduler, which gives their slots back in its next request: one Redis
+call per round, whatever the number of lanes.
 """
 
 from __future__ import annotations
@@ -28,13 +31,10 @@ POLL_SECONDS = 0.05
 
 
 class Slots(Protocol):
-    refresh_seconds: float  # how often a holder renews its slots
+    # Give back `released`, ask for `wanted`: (granted, the most to hold now).
+    async def acquire(self, wanted: int, released: int = 0) -> tuple[int, int]: ...
 
-    async def acquire(self, wanted: int) -> int: ...
-
-    async def release(self, n: int = 1) -> None: ...
-
-    async def refresh(self) -> None: ...
+    async def close(self) -> None: ...
 
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -69,44 +69,55 @@ async def run_lanes(
     concurrency: int,
     slots: Slots,
     stop: threading.Event,
+    heartbeat: float = 0.25,
 ) -> None:
     """Do every job with at most `concurrency` in flight and within the slots granted.
 
     After `stop` is set no job starts; those in flight finish and are emitted. Cancelling
     the coroutine cancels the jobs in flight. `work` must not raise for expected faults: an
-    exception is a bug and ends the batch."""
-    loop = asyncio.get_running_loop()
+    exception is a bug and ends the batch. `heartbeat` must be well under the slots' expiry."""
     pending = deque(jobs)
     lanes: set[asyncio.Task] = set()
+    active = 0  # lanes that hold a slot
+    retiring = 0  # of those, lanes to give it back after their current job
+    freed = 0  # slots of ended lanes, to give back with the next request (one Redis call)
 
     async def lane() -> None:
+        nonlocal active, retiring, freed
         try:
             while pending and not stop.is_set():
+                if retiring:
+                    retiring -= 1
+                    break
                 job = pending.popleft()
                 emit(job, await work(job))
         finally:
-            await asyncio.shield(slots.release(1))
+            active -= 1
+            freed += 1
 
-    next_refresh = loop.time() + slots.refresh_seconds
     try:
         while lanes or (pending and not stop.is_set()):
-            wanted = 0 if stop.is_set() else min(concurrency - len(lanes), len(pending))
-            granted = await slots.acquire(wanted) if wanted > 0 else 0
+            wanted = 0 if stop.is_set() else max(0, min(concurrency - active, len(pending)))
+            released, freed = freed, 0
+            granted, cap = await slots.acquire(wanted, released)
+            if os.environ.get("HB_TRACE"):
+                with open(os.environ["HB_TRACE"], "a") as f:
+                    import time as _t
+                    f.write(f"{_t.time():.3f} {os.getpid()} {id(slots)%1000} active={active} pending={len(pending)} wanted={wanted} rel={released} granted={granted} cap={cap}\n")
             for _ in range(granted):
+                active += 1
                 lanes.add(asyncio.create_task(lane()))
+            retiring = max(0, active - cap)
             # Short of slots (other tasks of the run hold them): ask again soon.
-            starved = granted < wanted
-            timeout = POLL_SECONDS if starved or not lanes else max(0.0, next_refresh - loop.time())
+            timeout = POLL_SECONDS if granted < wanted else heartbeat
             if lanes:
                 done, lanes = await asyncio.wait(lanes, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     task.result()
             else:
                 await asyncio.sleep(timeout)
-            if loop.time() >= next_refresh:
-                await slots.refresh()
-                next_refresh = loop.time() + slots.refresh_seconds
     finally:
         for task in lanes:
             task.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
+        await asyncio.shield(slots.close())

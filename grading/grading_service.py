@@ -29,10 +29,11 @@ OPEN = (RunBatch.Status.QUEUED, RunBatch.Status.RUNNING)
 
 
 def batch_size_for(concurrency: int) -> int:
-    """Grades per batch: a few rounds of the run's concurrency, so that a task keeps all its
-    slots busy for a while and the short tail where it has fewer jobs than slots is a
-    small part of it."""
-    return max(24, 6 * concurrency)
+    """Grades per batch: 20 rounds of the run's concurrency. Between two batches a worker
+    process hands its slots over, ends a task and starts the next: with fewer rounds per
+    batch these changes cost a run a tenth of its throughput or more (bench/grading_bench.py);
+    with many more, a killed worker's batches take longer to finish after it."""
+    return max(40, 20 * concurrency)
 
 
 def batches_queue(batch_ids: list[int], *, countdown: float | None = None) -> None:

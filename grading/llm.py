@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import json
 import os
 import random
@@ -132,32 +133,38 @@ class GradeOutcome:
 # --- the client ---------------------------------------------------------------------------
 
 # Clients belong to the event loop their connections were made on.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, openai.AsyncOpenAI]] = (
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, list[openai.AsyncOpenAI]]] = (
     weakref.WeakKeyDictionary()
 )
+# httpx's connection pool looks through all its connections for each request (and polls
+# the idle ones), so its cost per request grows with the pool: a few smaller pools, used
+# in turn, cost less than one pool of hundreds of connections.
+CLIENT_SHARDS = 8
+_turn = itertools.count()
 
 
 def client_for(endpoint: Endpoint) -> openai.AsyncOpenAI:
-    """One client, and so one connection pool, per endpoint and event loop: connections are
-    reused across the batches a worker process grades."""
-    clients = _clients.setdefault(asyncio.get_running_loop(), {})
+    """A client for the endpoint on this event loop, one of CLIENT_SHARDS in turn. They live
+    as long as the loop, so connections are reused across the batches a worker grades."""
+    shards = _clients.setdefault(asyncio.get_running_loop(), {})
     key = (endpoint.base_url, endpoint.api_key(), endpoint.timeout)
-    client = clients.get(key)
-    if client is None:
-        client = openai.AsyncOpenAI(
-            base_url=endpoint.base_url or None,
-            api_key=endpoint.api_key(),
-            timeout=endpoint.timeout,
-            max_retries=0,
-            # httpx keeps only 100 idle connections by default; a run with more calls in
-            # flight would then open and close connections all the time.
-            http_client=openai.DefaultAsyncHttpx2Client(
-                limits=httpx2.Limits(max_connections=2000, max_keepalive_connections=2000),
+    if key not in shards:
+        shards[key] = [
+            openai.AsyncOpenAI(
+                base_url=endpoint.base_url or None,
+                api_key=endpoint.api_key(),
                 timeout=endpoint.timeout,
-            ),
-        )
-        clients[key] = client
-    return client
+                max_retries=0,
+                # httpx keeps only 100 idle connections by default; more calls in flight
+                # would then open and close connections all the time.
+                http_client=openai.DefaultAsyncHttpx2Client(
+                    limits=httpx2.Limits(max_connections=2000, max_keepalive_connections=2000),
+                    timeout=endpoint.timeout,
+                ),
+            )
+            for _ in range(CLIENT_SHARDS)
+        ]
+    return shards[key][next(_turn) % CLIENT_SHARDS]
 
 
 def _retry_after(headers: httpx2.Headers) -> float | None:

@@ -162,9 +162,11 @@ def _loop_state() -> tuple[Redis | None, RateLimiter]:
     state = _per_loop.get(loop)
     if state is None:
         if settings.REDIS_URL:
-            from redis.asyncio import Redis
+            from redis.asyncio import BlockingConnectionPool, Redis
 
-            redis = Redis.from_url(settings.REDIS_URL)
+            # Hundreds of calls in flight may each ask the rate limiter at once: they wait
+            # for one of a few connections instead of failing with "too many connections".
+            redis = Redis.from_pool(BlockingConnectionPool.from_url(settings.REDIS_URL, max_connections=32, timeout=30))
             state = (redis, RedisRateLimiter(redis))
         else:
             state = (None, LocalRateLimiter())

@@ -98,3 +98,9 @@ def test_the_schema_and_docs_are_served(dataset):
     assert "/api/conversations/{prompt_id}/" in schema.json()["paths"]
     docs = client.get("/api/docs/")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
+
+
+def test_a_nul_byte_in_a_filter_is_a_bad_request_not_a_server_error(dataset):
+    client = _client(Physician.Role.CURATOR)
+    assert client.get("/api/criteria/?conversation=p%00x").status_code == 400
+    assert client.get("/api/conversations/?theme=%00").status_code == 400

@@ -159,6 +159,18 @@ def test_the_preview_says_how_many_conversations_and_physicians_match(world):
     assert "<strong>4</strong> physicians eligible" in page
 
 
+def test_the_preview_offers_to_assign_exactly_what_was_previewed(world):
+    client = client_for(world.curator)
+    page = client.get(
+        reverse("assignments"), {"kind": "consensus_vote", "theme": "hedging", "limit": "7", "per_item": "3"}
+    )
+    form = page.text.split('<section id="preview"')[1].split("</form>")[0]
+    assert 'name="theme" value="hedging"' in form and 'name="per_item" value="3"' in form
+    assert 'name="csrfmiddlewaretoken"' in form
+    # The filters themselves are a GET form: no CSRF token ends up in an address.
+    assert "csrfmiddlewaretoken" not in page.text.split('id="assign-form"')[1].split("</form>")[0]
+
+
 def test_the_preview_is_a_fragment_for_htmx(world):
     response = client_for(world.curator).get(
         reverse("assignments"), {"kind": "rubric", "limit": "5", "per_item": "2"}, HTTP_HX_REQUEST="true"
@@ -213,3 +225,16 @@ def test_the_assignment_page_costs_the_same_queries_however_many_physicians(worl
         task(physician(f"dr_more_{n}"), Assignment.Kind.RUBRIC, world.b)
     with django_assert_max_num_queries(9):
         assert client.get(reverse("assignments")).status_code == 200
+
+
+def test_a_clash_with_another_curator_changes_nothing_and_says_so(world, monkeypatch):
+    from annotation import views_curation
+
+    def clash(**kwargs):
+        raise IntegrityError("one_assignment_per_physician_kind_conversation")
+
+    monkeypatch.setattr(views_curation, "assignments_create", clash)
+    response = client_for(world.curator).post(
+        reverse("assignments"), {"kind": "rubric", "limit": "5", "per_item": "1"}, follow=True
+    )
+    assert "at the same moment" in response.text

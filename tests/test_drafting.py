@@ -80,6 +80,7 @@ def test_a_curators_draft_goes_to_the_least_loaded_active_physician(world):
         (TURNS, "", "Choose the theme"),
         (TURNS, "astrology", "Choose the theme"),
         ([("user", "hi")] * 20, "hedging", "at most 19 turns"),
+        ([("user", "nul\x00byte")], "hedging", "Null characters are not allowed"),
     ],
 )
 def test_a_bad_draft_is_refused_with_the_reason_beside_the_turns(world, turns, theme, message):

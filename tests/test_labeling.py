@@ -135,7 +135,7 @@ def test_a_physician_cannot_open_someone_elses_item(world):
 
 def test_an_item_costs_the_same_queries_however_many_items_there_are(world, labeler, django_assert_max_num_queries):
     url = _url(world.label_task)
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(8):
         assert labeler.get(url).status_code == 200
     extra = [
         task(world.colleague, Assignment.Kind.LABEL, world.a, response=world.responses[n % 2], criterion=c)
@@ -149,10 +149,10 @@ def test_an_item_costs_the_same_queries_however_many_items_there_are(world, labe
         )
     ]
     assert len(extra) == 20
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(8):
         assert labeler.get(url).status_code == 200
 
 
 def test_labeling_costs_a_bounded_number_of_queries(world, labeler, django_assert_max_num_queries):
-    with django_assert_max_num_queries(22):
+    with django_assert_max_num_queries(17):
         assert labeler.post(_url(world.label_task), {"met": "yes"}, **htmx()).status_code == 200

@@ -172,32 +172,42 @@ def test_workers_share_one_rate_limit_through_redis():
     assert asyncio.run(two_workers()) >= 0.9
 
 
+async def share_slots(first, second, third) -> list:
+    """Two tasks share a run's 5 slots; a third comes when both have expired."""
+    got = [await first.acquire(4)]  # alone: takes what it wants
+    got.append(await second.acquire(4))  # 1 is free; it waits for 3 more
+    got.append(await first.acquire(0))  # someone waits: first is capped at its share, 3
+    got.append(await first.acquire(0, released=2))  # two of its calls came back; it keeps 2
+    got.append(await second.acquire(3))  # nobody else waits: takes the 2 free
+    await asyncio.sleep(0.4)  # neither renews: both expire
+    got.append(await third.acquire(9))
+    for holder in (first, second, third):
+        await holder.close()
+    return got
+
+
+SHARED = [(4, 5), (1, 5), (0, 3), (0, 3), (2, 5), (5, 5)]
+
+
 @redis_only
-def test_run_slots_are_shared_by_holders_and_freed_when_a_holder_dies():
+def test_run_slots_are_shared_fairly_and_freed_when_their_holders_die():
     from redis.asyncio import Redis
 
     async def scenario():
         redis = Redis.from_url(os.environ["REDIS_URL"])
         key = f"hb:test:slots:{time.time()}"
-        first, second = RedisSlots(redis, key, 5, ttl=0.3), RedisSlots(redis, key, 5, ttl=0.3)
-        got = [await first.acquire(4), await second.acquire(4), await second.acquire(4)]
-        await first.release(2)
-        got.append(await second.acquire(4))
-        await asyncio.sleep(0.4)  # neither refreshes: both expire
-        got.append(await RedisSlots(redis, key, 5, ttl=1).acquire(9))
+        holders = [RedisSlots(redis, key, 5, ttl=0.3) for _ in range(3)]
+        got = await share_slots(*holders)
         await redis.aclose()
         return got
 
-    assert asyncio.run(scenario()) == [4, 1, 0, 2, 5]
+    assert asyncio.run(scenario()) == SHARED
 
 
-def test_local_slots_bound_the_tasks_of_one_process():
+def test_local_slots_are_shared_fairly_by_the_tasks_of_one_process():
     async def scenario():
-        a, b = LocalSlots("run-x", 3), LocalSlots("run-x", 3)
-        got = [await a.acquire(2), await b.acquire(2)]
-        await a.release(2)
-        got.append(await b.acquire(5))
-        await b.release(3)
-        return got
+        holders = [LocalSlots("run-x", 5) for _ in range(3)]
+        return await share_slots(*holders)
 
-    assert asyncio.run(scenario()) == [2, 1, 2]
+    # Local holders do not expire; the third finds the others' slots still held.
+    assert asyncio.run(scenario())[:5] == SHARED[:5]

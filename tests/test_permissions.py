@@ -294,7 +294,7 @@ CSRF_FORMS = {
     ),
     "assign": Form(
         "curator",
-        lambda w: reverse("assignments"),
+        lambda w: reverse("assignments") + "?kind=rubric&limit=1&per_item=1",
         lambda w: reverse("assignments"),
         lambda w: {"kind": "rubric", "limit": "1", "per_item": "1"},
     ),

@@ -1,0 +1,243 @@
+"""Grade 20,000 (response, criterion) items with a real Celery worker against the test LLM
+server (200 ms per call), beside the baseline: a plain pool of 120 threads calling the same
+server one criterion at a time with the openai client, as the reference implementation does.
+
+Target (issue: grading pipeline): throughput >= 90% of the concurrency bound
+(concurrency / latency), on PostgreSQL and Redis, grades stored as they come.
+Figures per grade: the wall overhead (slot time beyond the call's latency) and the CPU time
+of the grading processes (the worker and its pool; the baseline's single process).
+
+Usage: REDIS_URL=redis://127.0.0.1:6379/0 .venv/bin/python bench/grading_bench.py [--grades 20000]
+       [--concurrency 120] [--latency 0.2] [--worker-processes 2]
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._db import REPO, fresh_postgres  # noqa: E402
+
+FILLER = "rest fluids fever paracetamol dose hours doctor clinic warning sign breathing rash drink sleep watch".split()
+WORDS = ["kiwi", "mango", "papaya", "guava", "lychee", "quince", "feijoa", "durian", "longan", "rambutan"]
+CRITERIA = 10
+
+
+def _text(rng: random.Random, n_words: int) -> str:
+    return " ".join(rng.choice(FILLER) for _ in range(n_words))
+
+
+def build_source(n_grades: int, samples: int = 4):
+    """An imported run of n_grades grades: 10 criteria per response, 4 responses per conversation,
+    prompts of about 4,500 characters (a few turns and a reply of ~1,500 characters)."""
+    from annotation.models import Conversation, Criterion
+    from grading.models import Grade, Response, Run
+
+    rng = random.Random(0)
+    n_responses = n_grades // CRITERIA
+    n_conversations = n_responses // samples
+    conversations = Conversation.objects.bulk_create(
+        [
+            Conversation(
+                prompt_id=f"bench-{i}",
+                messages=[
+                    {"role": "user", "content": _text(rng, 60)},
+                    {"role": "assistant", "content": _text(rng, 40)},
+                    {"role": "user", "content": _text(rng, 50)},
+                ],
+                example_tags=["theme:hedging"],
+            )
+            for i in range(n_conversations)
+        ]
+    )
+    criteria = Criterion.objects.bulk_create(
+        [
+            Criterion(conversation=c, position=j, text=f"Mentions need:{WORDS[j]}. " + _text(rng, 15), points=rng.choice([5, 3, -2, 7]), tags=["level:example", "axis:accuracy"])
+            for c in conversations
+            for j in range(CRITERIA)
+        ]
+    )
+    responses = Response.objects.bulk_create(
+        [
+            Response(conversation=c, sample_index=k, text=_text(rng, 200) + " " + " ".join(w for w in WORDS if rng.random() < 0.5))
+            for c in conversations
+            for k in range(samples)
+        ]
+    )
+    run = Run.objects.create(name="bench-source", status=Run.Status.IMPORTED, samples=samples)
+    by_conversation = {}
+    for criterion in criteria:
+        by_conversation.setdefault(criterion.conversation_id, []).append(criterion)
+    Grade.objects.bulk_create(
+        [
+            Grade(run=run, response=r, criterion=c, position=c.position, criterion_text=c.text, points=c.points,
+                  tags=c.tags, met=WORDS[c.position] in r.text.split())  # fmt: skip
+            for r in responses
+            for c in by_conversation[r.conversation_id]
+        ],
+        batch_size=5000,
+    )
+    return run
+
+
+def process_tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) of a process and its live descendants, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent_of, cpu = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent_of[int(entry.name)] = int(fields[1])
+        cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    total = 0.0
+    for pid in cpu:
+        p = pid
+        while p and p != root:
+            p = parent_of.get(p, 0)
+        if p == root:
+            total += cpu[pid]
+    return total
+
+
+def run_pipeline(server, source, args) -> dict:
+    from grading.grading_service import run_launch
+    from grading.models import Grade, Run
+    from grading.run_plan import EndpointSpec, RunSpec
+
+    log = Path(tempfile.mkstemp(suffix=".log")[1])
+    env = {**os.environ, "LOG_LEVEL": "WARNING"}
+    command = [sys.executable, "-m", "celery", "-A", "healthbench_web", "worker", "--concurrency", str(args.worker_processes),
+               "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--hostname", "bench@%h"]  # fmt: skip
+    worker = subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while " ready." not in log.read_text():
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise SystemExit(f"the worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        time.sleep(1)  # let the pool's processes finish starting
+        grader = EndpointSpec(model="grader", base_url=server.url, api_key_env="", timeout=30)
+        cpu_before = process_tree_cpu(worker.pid)
+        start = time.perf_counter()
+        run = run_launch(
+            spec=RunSpec(name="bench-regrade", grader=grader, responses_from=source, concurrency=args.concurrency, use_cache=False)
+        )
+        while Run.objects.filter(id=run.id, status=Run.Status.RUNNING).exists():
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - start
+        cpu = process_tree_cpu(worker.pid) - cpu_before
+        run.refresh_from_db()
+        grades = Grade.objects.filter(run=run)
+        assert run.status == Run.Status.DONE, run.status
+        assert grades.count() == run.total_items == args.grades
+        assert not grades.filter(status=Grade.Status.FAILED).exists()
+        return {"elapsed": elapsed, "cpu": cpu, "grades": run.total_items}
+    finally:
+        os.killpg(worker.pid, 15)
+        worker.wait(timeout=30)
+        log.unlink()
+
+
+def baseline_child(url: str, prompts_file: str, threads: int) -> None:
+    """The baseline, run in its own process: a pool of threads, one criterion per call."""
+    import resource
+
+    import openai
+
+    from grading.grader_prompt import parse_answer
+
+    prompts = json.loads(Path(prompts_file).read_text())
+    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=3, timeout=30)
+
+    def grade(prompt: str) -> bool:
+        reply = client.chat.completions.create(
+            model="grader", messages=[{"role": "user", "content": prompt}], temperature=0, max_tokens=2048
+        )
+        return parse_answer(reply.choices[0].message.content).met
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = usage.ru_utime + usage.ru_stime
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        verdicts = list(pool.map(grade, prompts))
+    elapsed = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"elapsed": elapsed, "cpu": usage.ru_utime + usage.ru_stime - cpu_before, "grades": len(verdicts)}))
+
+
+def run_baseline(server, source, args) -> dict:
+    from grading.grader_prompt import DEFAULT_TEMPLATE, conversation_block, render, rubric_item
+    from grading.models import Grade
+
+    prompts = [
+        render(DEFAULT_TEMPLATE, conversation=conversation_block(g.response.conversation.messages, g.response.text), item=rubric_item(g.criterion_text, g.points))
+        for g in Grade.objects.filter(run=source).select_related("response__conversation").order_by("id")
+    ]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(prompts, handle)
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, "--baseline-child", server.url, handle.name, str(args.baseline_threads)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    finally:
+        os.unlink(handle.name)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--grades", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=120)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--worker-processes", type=int, default=2)
+    parser.add_argument("--baseline-threads", type=int, default=120)
+    parser.add_argument("--database", default="healthbench_bench_grading")
+    parser.add_argument("--baseline-child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.baseline_child:
+        baseline_child(args.baseline_child[0], args.baseline_child[1], int(args.baseline_child[2]))
+        return
+    if not os.environ.get("REDIS_URL"):
+        print("note: REDIS_URL is not set: the worker uses the filesystem broker and per-process limits")
+
+    fresh_postgres(args.database)
+    from tests.llm_server import LLMServer
+
+    server = LLMServer(latency=args.latency).start()
+    source = build_source(args.grades)
+    print(f"{args.grades:,} grades, server latency {args.latency * 1000:.0f} ms per call, PostgreSQL, "
+          f"{'Redis' if os.environ.get('REDIS_URL') else 'filesystem broker'}, {os.cpu_count()} cores")  # fmt: skip
+
+    rows = []
+    for label, concurrency, figures in (
+        (f"pipeline: 1 worker x {args.worker_processes} processes, grades stored", args.concurrency, run_pipeline(server, source, args)),
+        (f"baseline: {args.baseline_threads} threads, nothing stored", args.baseline_threads, run_baseline(server, source, args)),
+    ):
+        bound = concurrency / args.latency
+        rate = figures["grades"] / figures["elapsed"]
+        wall_overhead = (figures["elapsed"] * concurrency / figures["grades"] - args.latency) * 1000
+        rows.append((label, concurrency, bound, figures["elapsed"], rate, rate / bound, wall_overhead, figures["cpu"] * 1000 / figures["grades"]))
+    server.stop()
+
+    print(f"{'':52} {'in flight':>9} {'bound/s':>8} {'time s':>7} {'grades/s':>9} {'of bound':>8} {'overhead/grade':>15} {'CPU/grade':>10}")
+    for label, concurrency, bound, elapsed, rate, share, overhead, cpu in rows:
+        print(f"{label:52} {concurrency:9d} {bound:8.0f} {elapsed:7.1f} {rate:9.1f} {share:8.1%} {overhead:12.1f} ms {cpu:7.2f} ms")
+    share = rows[0][5]
+    print("target met (pipeline >= 90% of its bound)" if share >= 0.9 else f"TARGET MISSED: {share:.1%} of the bound")
+
+
+if __name__ == "__main__":
+    main()
