@@ -4,12 +4,14 @@ from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from annotation.api import ConversationViewSet, CriterionViewSet, SubsetVersionViewSet, SubsetViewSet
+from grading.api import RunViewSet
 
 router = DefaultRouter()
 router.register("conversations", ConversationViewSet, basename="api-conversation")
 router.register("criteria", CriterionViewSet, basename="api-criterion")
 router.register("subsets", SubsetViewSet, basename="api-subset")
 router.register("subset-versions", SubsetVersionViewSet, basename="api-subset-version")
+router.register("runs", RunViewSet, basename="api-run")
 
 urlpatterns = [
     path("token/", obtain_auth_token, name="api_token"),

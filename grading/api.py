@@ -1,0 +1,198 @@
+"""REST API for grading runs: create (with an estimate first), status, cancel, grades, reports."""
+
+from dataclasses import asdict
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response as ApiResponse
+
+from annotation.models import Subset
+from grading.grader_prompt import DEFAULT_TEMPLATE
+from grading.grading_service import run_cancel, run_launch
+from grading.metaeval_report import run_meta_eval_report
+from grading.models import Grade, Run
+from grading.run_plan import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
+from grading.run_progress import run_progress
+from grading.run_report import run_report_cached
+from healthbench_web.api_permissions import ResearchersWrite
+
+
+class RunSerializer(serializers.ModelSerializer):
+    grader_model = serializers.CharField(source="grader_config.model", default="", read_only=True)
+    subset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    subset_version = serializers.SerializerMethodField()
+    responses_from = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "code", "name", "status", "grader_model", "policy_model", "samples", "subset", "subset_version",
+            "responses_from", "use_cache", "concurrency", "total_items", "error", "created", "started", "finished",
+            "progress",
+        ]  # fmt: skip
+
+    def get_subset_version(self, run: Run) -> dict | None:
+        version = run.subset_version
+        if version is None:
+            return None
+        return {"subset": version.subset.name, "number": version.number, "content_hash": version.content_hash}
+
+    def get_progress(self, run: Run) -> dict:
+        progress = run_progress(run=run)
+        return {
+            "total": progress.total,
+            "done": progress.done,
+            "graded": progress.graded,
+            "failed": progress.failed,
+            "remaining": progress.remaining,
+            "reused": progress.reused,
+            "percent": round(progress.percent, 2),
+            "rate_per_second": progress.rate,
+            "seconds_left": progress.seconds_left,
+            "tokens": progress.tokens,
+        }
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """Grade an existing run's responses again (responses_from), or sample a policy model on a subset."""
+
+    name = serializers.CharField(max_length=200)
+    grader_model = serializers.CharField(max_length=200)
+    grader_base_url = serializers.CharField(required=False, allow_blank=True, default="")
+    grader_api_key_env = serializers.CharField(
+        required=False, allow_blank=True, default="OPENAI_API_KEY", help_text="Empty for an endpoint without a key"
+    )
+    grader_temperature = serializers.FloatField(required=False, default=0.0)
+    grader_max_tokens = serializers.IntegerField(required=False, default=2048)
+    grader_timeout = serializers.FloatField(required=False, default=60.0)
+    grader_requests_per_minute = serializers.IntegerField(required=False, allow_null=True, default=None)
+    grader_tokens_per_minute = serializers.IntegerField(required=False, allow_null=True, default=None)
+    grader_template = serializers.CharField(required=False, allow_blank=True, default="")
+    concurrency = serializers.IntegerField(required=False, default=16)
+    use_cache = serializers.BooleanField(required=False, default=True)
+    responses_from = serializers.SlugRelatedField(
+        slug_field="name", queryset=Run.objects.all(), required=False, allow_null=True, default=None
+    )
+    policy_model = serializers.CharField(required=False, allow_blank=True, default="")
+    policy_base_url = serializers.CharField(required=False, allow_blank=True, default="")
+    policy_api_key_env = serializers.CharField(required=False, allow_blank=True, default="OPENAI_API_KEY")
+    samples = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
+    subset = serializers.SlugRelatedField(
+        slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None
+    )
+    dry_run = serializers.BooleanField(required=False, default=False, help_text="Only return the estimate.")
+
+    def spec(self) -> RunSpec:
+        data = self.validated_data
+        sampled = bool(data["policy_model"]) or data["subset"] is not None
+        return RunSpec(
+            name=data["name"],
+            grader=EndpointSpec(
+                model=data["grader_model"],
+                base_url=data["grader_base_url"],
+                api_key_env=data["grader_api_key_env"],
+                temperature=data["grader_temperature"],
+                max_tokens=data["grader_max_tokens"],
+                timeout=data["grader_timeout"],
+                requests_per_minute=data["grader_requests_per_minute"],
+                tokens_per_minute=data["grader_tokens_per_minute"],
+            ),
+            template=data["grader_template"] or DEFAULT_TEMPLATE,
+            concurrency=data["concurrency"],
+            use_cache=data["use_cache"],
+            responses_from=data["responses_from"],
+            subset=data["subset"],
+            policy=EndpointSpec(
+                model=data["policy_model"], base_url=data["policy_base_url"], api_key_env=data["policy_api_key_env"]
+            )
+            if sampled
+            else None,
+            samples=data["samples"],
+        )
+
+
+class GradeSerializer(serializers.ModelSerializer):
+    response = serializers.UUIDField(source="response.code", read_only=True)
+    prompt_id = serializers.CharField(source="response.conversation.prompt_id", read_only=True)
+
+    class Meta:
+        model = Grade
+        fields = [
+            "id", "response", "prompt_id", "position", "criterion_text", "points", "tags", "status", "met",
+            "explanation", "error", "attempts", "prompt_tokens", "completion_tokens", "reused",
+        ]  # fmt: skip
+
+
+@extend_schema_view(create=extend_schema(request=RunCreateSerializer, responses={201: RunSerializer}))
+class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    permission_classes = [ResearchersWrite]
+    serializer_class = RunSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        query = Run.objects.select_related("grader_config", "subset", "subset_version__subset", "responses_from")
+        if self.request.query_params.get("status"):
+            query = query.filter(status=self.request.query_params["status"])
+        return query.order_by("-created", "-id")
+
+    def get_serializer_class(self):
+        return RunCreateSerializer if self.action == "create" else RunSerializer
+
+    def create(self, request, *args, **kwargs):
+        form = RunCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        spec = form.spec()
+        try:
+            spec_check(spec)  # before planning: a plan assumes a well-formed spec
+            plan = run_plan(spec)
+            estimate = plan_estimate(spec, plan)
+            if form.validated_data["dry_run"]:
+                return ApiResponse({"estimate": asdict(estimate) | {"total_tokens": estimate.total_tokens}})
+            run = run_launch(spec=spec, plan=plan)
+        except RunSpecError as exc:
+            raise ValidationError({"non_field_errors": exc.problems}) from None
+        return ApiResponse(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: RunSerializer, 409: None})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, name=None):
+        run = self.get_object()
+        if not run_cancel(run=run):
+            return ApiResponse({"detail": f"{run.name} is {run.status}: there is nothing to cancel."}, status=409)
+        run.refresh_from_db()
+        return ApiResponse(RunSerializer(run).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("status", str, enum=["graded", "failed"]), OpenApiParameter("prompt_id", str)],
+        responses={200: GradeSerializer(many=True)},
+    )
+    @action(detail=True, methods=["get"])
+    def grades(self, request, name=None):
+        run = self.get_object()
+        query = Grade.objects.filter(run=run).select_related("response__conversation").order_by("response_id", "position")
+        if request.query_params.get("status"):
+            query = query.filter(status=request.query_params["status"])
+        if request.query_params.get("prompt_id"):
+            query = query.filter(response__conversation__prompt_id=request.query_params["prompt_id"])
+        page = self.paginate_queryset(query)
+        return self.get_paginated_response(GradeSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def report(self, request, name=None):
+        """The score report: the reference's metric names plus worst-at-k, error rates and counts."""
+        return ApiResponse(run_report_cached(run=self.get_object()).data)
+
+    @extend_schema(responses={200: dict}, parameters=[OpenApiParameter("seed", int)])
+    @action(detail=True, methods=["get"], url_path="meta-eval")
+    def meta_eval(self, request, name=None):
+        """Grader-vs-physician agreement on the consensus items this run graded."""
+        try:
+            seed = int(request.query_params.get("seed", 0))
+        except ValueError:
+            raise ValidationError({"seed": "must be an integer"}) from None
+        return ApiResponse(run_meta_eval_report(run=self.get_object(), seed=seed))

@@ -1,0 +1,109 @@
+"""API: grading runs — create (estimate first), status, cancel, grades and reports, by role."""
+
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from annotation.models import Physician
+from grading import llm
+from grading.models import Run
+from healthbench_web.celery import app
+from tests.grading_data import imported_run
+from tests.people import person
+
+pytest_plugins = ["tests.llm_server"]
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def eager_tasks(monkeypatch):
+    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+def _client(role: str) -> APIClient:
+    client = APIClient()
+    token = Token.objects.create(user=person(f"u-{role}", role))
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def source():
+    return imported_run(conversations=2, samples=1, n_criteria=3)
+
+
+def _launch(server, source, **extra) -> dict:
+    return {
+        "name": "regrade",
+        "grader_model": "grader",
+        "grader_base_url": server.url,
+        "grader_api_key_env": "",
+        "responses_from": source.name,
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("role, expected", [(Physician.Role.PHYSICIAN, 403), (Physician.Role.RESEARCHER, 200), (Physician.Role.CURATOR, 200)])
+def test_runs_are_listed_for_researchers_and_curators(source, role, expected):
+    response = _client(role).get("/api/runs/")
+    assert response.status_code == expected
+    if expected == 200:
+        assert [r["name"] for r in response.json()["results"]] == [source.name]
+
+
+def test_a_dry_run_returns_the_estimate_and_launches_nothing(source, llm_server):
+    response = _client(Physician.Role.RESEARCHER).post("/api/runs/", _launch(llm_server, source, dry_run=True), format="json")
+    assert response.status_code == 200
+    estimate = response.json()["estimate"]
+    assert estimate["grader_calls"] == source.grades.count() and estimate["total_tokens"] > 0
+    assert not Run.objects.filter(name="regrade").exists()
+
+
+def test_a_researcher_launches_a_run_and_reads_its_status_grades_and_report(source, llm_server, django_capture_on_commit_callbacks):
+    client = _client(Physician.Role.RESEARCHER)
+    with django_capture_on_commit_callbacks(execute=True):
+        created = client.post("/api/runs/", _launch(llm_server, source), format="json")
+    assert created.status_code == 201, created.json()
+    status = client.get("/api/runs/regrade/").json()
+    assert status["status"] == "done" and status["progress"]["remaining"] == 0
+    assert status["responses_from"] == source.name and status["grader_model"] == "grader"
+    grades = client.get("/api/runs/regrade/grades/").json()
+    assert grades["count"] == source.grades.count()
+    report = client.get("/api/runs/regrade/report/").json()
+    assert "overall_score" in report["metrics"] and report["counts"]["failed"] == 0
+    assert client.get("/api/runs/regrade/meta-eval/").status_code == 200
+
+
+def test_a_bad_launch_lists_every_problem(source, llm_server):
+    response = _client(Physician.Role.RESEARCHER).post(
+        "/api/runs/", _launch(llm_server, source, name=source.name, grader_base_url="ftp://x", concurrency=0), format="json"
+    )
+    assert response.status_code == 400
+    problems = " ".join(response.json()["non_field_errors"])
+    assert "already exists" in problems and "base URL" in problems and "concurrency" in problems
+
+
+def test_physicians_cannot_launch_runs(source, llm_server):
+    assert _client(Physician.Role.PHYSICIAN).post("/api/runs/", _launch(llm_server, source), format="json").status_code == 403
+    assert not Run.objects.filter(name="regrade").exists()
+
+
+def test_a_finished_run_cannot_be_cancelled(source):
+    response = _client(Physician.Role.RESEARCHER).post(f"/api/runs/{source.name}/cancel/")
+    assert response.status_code == 409 and "nothing to cancel" in response.json()["detail"]
+
+
+def test_a_running_run_is_cancelled(source):
+    Run.objects.filter(pk=source.pk).update(status=Run.Status.RUNNING)
+    response = _client(Physician.Role.CURATOR).post(f"/api/runs/{source.name}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+
+
+def test_a_launch_without_a_response_source_is_explained(source, llm_server):
+    data = {"name": "nothing", "grader_model": "grader"}
+    response = _client(Physician.Role.RESEARCHER).post("/api/runs/", data, format="json")
+    assert response.status_code == 400
+    assert "grade either the responses of an existing run" in " ".join(response.json()["non_field_errors"])
