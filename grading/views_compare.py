@@ -7,6 +7,7 @@ from django.shortcuts import render
 from annotation.access import require_role
 from grading.access import READERS, get_run_for_reader
 from grading.models import Run
+from grading.ideal_comparison import ideal_comparison
 from grading.run_compare import run_comparison
 
 
@@ -32,3 +33,12 @@ def run_compare_json(request: HttpRequest) -> JsonResponse:
     if not (run_a and run_b):
         return JsonResponse({"error": "give two runs as ?a=<code>&b=<code>"}, status=400)
     return JsonResponse(run_comparison(run_a=run_a, run_b=run_b))
+
+
+@login_required
+def ideal_vs_reference(request: HttpRequest) -> HttpResponse:
+    require_role(request, *READERS)
+    chosen = [get_run_for_reader(request, code) for code in request.GET.getlist("run") if code]
+    comparison = ideal_comparison(runs=chosen) if chosen else None
+    runs = Run.objects.filter(status__in=[Run.Status.DONE, Run.Status.IMPORTED]).order_by("name")
+    return render(request, "compare/ideal.html", {"runs": runs, "chosen": chosen, "comparison": comparison})
