@@ -7,9 +7,10 @@
 3. grade what is missing: the batch's (response, criterion) items without a grade in this
    run. An identical earlier request reuses its grade (the cache, unless the run is off it);
    the rest go to the process's event loop (grading.engine), many calls at once.
-4. Store as results come back, every FLUSH_SECONDS, with ON CONFLICT DO NOTHING: the database holds one grade per (run, response, criterion) and per position,
-   whoever else graded it. The same transaction renews the lease, which fails when the
-   run was cancelled or the batch claimed by another worker.
+4. Store the results every FLUSH_SECONDS, with ON CONFLICT DO NOTHING: the database holds
+   one grade per (run, response, criterion) and per position, whoever else graded it. The
+   same transaction renews the lease, which fails when the run was cancelled or the batch
+   claimed by another worker.
 5. End: done (then maybe the run is done), or, after WORK_SECONDS, handed back and queued
    again so that no task nears Celery's time limit; after an error, handed back and
    queued again with a delay, until it has failed MAX_BATCH_FAILURES times.
@@ -98,7 +99,10 @@ class Claim:
         """Queue the batch again (after an error: count it, or give up). Returns the new status."""
         failed = bool(error)
         status = (
-            Case(When(failures__gte=MAX_BATCH_FAILURES - 1, then=Value(RunBatch.Status.FAILED)), default=Value(RunBatch.Status.QUEUED))
+            Case(
+                When(failures__gte=MAX_BATCH_FAILURES - 1, then=Value(RunBatch.Status.FAILED)),
+                default=Value(RunBatch.Status.QUEUED),
+            )
             if failed
             else Value(RunBatch.Status.QUEUED)
         )
@@ -141,7 +145,7 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
     except Exception as exc:
         log.exception("batch %s of run %s failed", batch_id, run_id)
         if claim.hand_back(error=f"{type(exc).__name__}: {exc}") == RunBatch.Status.QUEUED:
-            batches_queue([batch_id], countdown=2.0 ** claim.batch.failures)
+            batches_queue([batch_id], countdown=2.0**claim.batch.failures)
         else:
             run_finish_if_complete(run_id=run_id)
         raise
@@ -181,7 +185,11 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
         items = _items_sampled(run, batch.conversation_ids)
     else:
         items = _items_regraded(run, batch.response_ids)
-    have = set(Grade.objects.filter(run=run, response_id__in={i.response_id for i in items}).values_list("response_id", "position"))
+    have = set(
+        Grade.objects.filter(run=run, response_id__in={i.response_id for i in items}).values_list(
+            "response_id", "position"
+        )
+    )
     items = [i for i in items if (i.response_id, i.position) not in have]
     if not items:
         return Outcome.DONE, failed_samples
@@ -190,7 +198,11 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
     if run.use_cache:
         reused = _cached(list(groups))
         if reused:
-            rows = [_grade_row(run.id, item, key, outcome, reused=True) for key, outcome in reused.items() for item in groups.pop(key)]
+            rows = [
+                _grade_row(run.id, item, key, outcome, reused=True)
+                for key, outcome in reused.items()
+                for item in groups.pop(key)
+            ]
             if not _write(claim, rows):
                 return Outcome.STOPPED, failed_samples
 
@@ -268,7 +280,9 @@ def _items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
         rubric.setdefault(conversation_id, []).append(criterion)
     return [
         Item(response_id, criterion_id, position, text, points, tags)
-        for response_id, conversation_id in samples_of(run, conversation_ids).order_by("id").values_list("id", "conversation_id")
+        for response_id, conversation_id in samples_of(run, conversation_ids)
+        .order_by("id")
+        .values_list("id", "conversation_id")
         for position, (criterion_id, text, points, tags) in enumerate(rubric.get(conversation_id, []))
     ]
 

@@ -18,6 +18,7 @@ call per round, whatever the number of lanes.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import os
 import threading
@@ -28,6 +29,10 @@ from typing import Any, Protocol, TypeVar
 J = TypeVar("J")
 R = TypeVar("R")
 POLL_SECONDS = 0.05
+# Lanes granted together start this far apart: started at once, their calls would come
+# back at once too, and each wave would queue on the event loop (worse with an endpoint of
+# steady latency, where the waves never spread out).
+STAGGER_SECONDS = 0.004
 
 
 class Slots(Protocol):
@@ -57,8 +62,20 @@ def submit(coro: Coroutine[Any, Any, R]) -> concurrent.futures.Future[R]:
         if _loop is None:
             _loop = asyncio.new_event_loop()
             threading.Thread(target=_loop.run_forever, name="grading-event-loop", daemon=True).start()
+            atexit.register(_close_clients, _loop)
         loop = _loop
     return asyncio.run_coroutine_threadsafe(coro, loop)
+
+
+def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
+    # Closed HTTP sessions leave quietly; unclosed ones complain as the interpreter exits.
+    from grading.llm import close_clients
+
+    if loop.is_running():
+        try:
+            asyncio.run_coroutine_threadsafe(close_clients(), loop).result(timeout=5)
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
 
 
 async def run_lanes(
@@ -79,12 +96,16 @@ async def run_lanes(
     pending = deque(jobs)
     lanes: set[asyncio.Task] = set()
     active = 0  # lanes that hold a slot
-    retiring = 0  # of those, lanes to give it back after their current job
+    starting = 0  # of those, lanes that have not taken their first job yet
+    retiring = 0  # lanes to give their slot back after their current job
     freed = 0  # slots of ended lanes, to give back with the next request (one Redis call)
 
-    async def lane() -> None:
-        nonlocal active, retiring, freed
+    async def lane(delay: float) -> None:
+        nonlocal active, starting, retiring, freed
+        started = False
         try:
+            await asyncio.sleep(delay)
+            starting, started = starting - 1, True
             while pending and not stop.is_set():
                 if retiring:
                     retiring -= 1
@@ -92,21 +113,22 @@ async def run_lanes(
                 job = pending.popleft()
                 emit(job, await work(job))
         finally:
+            if not started:
+                starting -= 1
             active -= 1
             freed += 1
 
     try:
         while lanes or (pending and not stop.is_set()):
-            wanted = 0 if stop.is_set() else max(0, min(concurrency - active, len(pending)))
+            # Jobs nobody will take: lanes still starting will each take one.
+            untaken = len(pending) - starting
+            wanted = 0 if stop.is_set() else max(0, min(concurrency - active, untaken))
             released, freed = freed, 0
             granted, cap = await slots.acquire(wanted, released)
-            if os.environ.get("HB_TRACE"):
-                with open(os.environ["HB_TRACE"], "a") as f:
-                    import time as _t
-                    f.write(f"{_t.time():.3f} {os.getpid()} {id(slots)%1000} active={active} pending={len(pending)} wanted={wanted} rel={released} granted={granted} cap={cap}\n")
-            for _ in range(granted):
+            for k in range(granted):
                 active += 1
-                lanes.add(asyncio.create_task(lane()))
+                starting += 1
+                lanes.add(asyncio.create_task(lane(k * STAGGER_SECONDS)))
             retiring = max(0, active - cap)
             # Short of slots (other tasks of the run hold them): ask again soon.
             timeout = POLL_SECONDS if granted < wanted else heartbeat

@@ -21,19 +21,22 @@ from django.db.models import Case, Count, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
 from grading.grader_prompt import template_hash
-from grading.models import GraderConfig, Grade, Run, RunBatch
+from grading.models import Grade, GraderConfig, Run, RunBatch
 from grading.run_plan import EndpointSpec, Plan, RunSpec, RunSpecError, run_plan, spec_check
 
 MAX_BATCH_FAILURES = 5  # claims of one batch that ended without finishing: then it is given up
 OPEN = (RunBatch.Status.QUEUED, RunBatch.Status.RUNNING)
 
 
-def batch_size_for(concurrency: int) -> int:
-    """Grades per batch: 20 rounds of the run's concurrency. Between two batches a worker
-    process hands its slots over, ends a task and starts the next: with fewer rounds per
-    batch these changes cost a run a tenth of its throughput or more (bench/grading_bench.py);
-    with many more, a killed worker's batches take longer to finish after it."""
-    return max(40, 20 * concurrency)
+def batch_size_for(concurrency: int, remaining: int) -> int:
+    """Grades for the next batch, with `remaining` grades still to cut into batches.
+
+    Up to 20 rounds of the run's concurrency: a worker process changing batches hands its
+    slots over, ends a task and starts the next, and with smaller batches these changes
+    cost a run a tenth of its throughput (bench/grading_bench.py). Batches shrink towards
+    the end of the run (a sixth of what is left, down to 2 rounds), so that the last ones
+    keep several worker processes busy instead of leaving one to finish a large batch alone."""
+    return max(2 * concurrency, 40, min(20 * concurrency, remaining // 6))
 
 
 def batches_queue(batch_ids: list[int], *, countdown: float | None = None) -> None:
@@ -46,7 +49,7 @@ def batches_queue(batch_ids: list[int], *, countdown: float | None = None) -> No
 
 def grader_config_for(spec: EndpointSpec, *, template: str) -> GraderConfig:
     """The stored config with exactly these settings, created once. Its name carries a hash of
-    them, so two launches with the same grader share one config (and its cache keys)."""
+    them, so two launches with the same grader share one config."""
     fields = {
         "base_url": spec.base_url,
         "model": spec.model,
@@ -67,8 +70,9 @@ def grader_config_for(spec: EndpointSpec, *, template: str) -> GraderConfig:
 
 
 def _batches(run: Run, plan: Plan) -> list[RunBatch]:
-    target = batch_size_for(run.concurrency)
     now = timezone.now()
+    remaining = plan.grades
+    target = batch_size_for(run.concurrency, remaining)
     batches: list[RunBatch] = []
     ids: list[int] = []
     items = 0
@@ -77,6 +81,8 @@ def _batches(run: Run, plan: Plan) -> list[RunBatch]:
         items += grades
         if items >= target:
             batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
+            remaining -= items
+            target = batch_size_for(run.concurrency, remaining)
             ids, items = [], 0
     if ids:
         batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
@@ -142,7 +148,9 @@ def run_fail(*, run_id: int, error: str) -> None:
     """End a run that cannot work at all (say, its API key is not set), with the reason."""
     now = timezone.now()
     with transaction.atomic():
-        Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(status=Run.Status.FAILED, error=error, finished=now)
+        Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
+            status=Run.Status.FAILED, error=error, finished=now
+        )
         RunBatch.objects.filter(run_id=run_id, status__in=OPEN).update(
             status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
         )
@@ -222,9 +230,10 @@ def runs_sweep() -> list[int]:
 
     * A running batch whose lease ran out lost its worker: queued again, or given up after
       MAX_BATCH_FAILURES such ends.
-    * A run whose queued batches nobody touched for a long while lost their messages (the
-      filesystem broker drops the messages a killed worker held): they are sent again, once
-      per stall period. A duplicate message is harmless: its claim fails.
+    * Queued batches while no batch at all was touched for a long while lost their messages
+      (the filesystem broker drops the messages a killed worker held): they are sent again,
+      once per stall period. Workers busy with anything keep touching their batches, so a
+      long queue is not taken for lost. A duplicate message is harmless: its claim fails.
     """
     now = timezone.now()
     queued: list[int] = []
@@ -245,13 +254,13 @@ def runs_sweep() -> list[int]:
         elif still.update(status=RunBatch.Status.QUEUED, failures=F("failures") + 1, lease_until=None, touched=now):
             queued.append(batch_id)
     stall = now - timedelta(seconds=4 * settings.GRADING_LEASE_SECONDS)
-    recent = RunBatch.objects.filter(run=OuterRef("run"), touched__gte=stall)
-    stalled = RunBatch.objects.filter(
-        status=RunBatch.Status.QUEUED, run__status=Run.Status.RUNNING, touched__lt=stall
-    ).filter(~Exists(recent))
-    for batch_id in list(stalled.values_list("id", flat=True)):
-        if RunBatch.objects.filter(id=batch_id, status=RunBatch.Status.QUEUED, touched__lt=stall).update(touched=now):
-            queued.append(batch_id)
+    if not RunBatch.objects.filter(touched__gte=stall).exists():
+        stalled = RunBatch.objects.filter(status=RunBatch.Status.QUEUED, run__status=Run.Status.RUNNING)
+        for batch_id in list(stalled.values_list("id", flat=True)):
+            if RunBatch.objects.filter(id=batch_id, status=RunBatch.Status.QUEUED, touched__lt=stall).update(
+                touched=now
+            ):
+                queued.append(batch_id)
     with transaction.atomic():
         batches_queue(queued)
     return queued

@@ -205,7 +205,7 @@ class Grade(models.Model):
     # sha256 of the grader request (grader, prompt, conversation, response, criterion): an
     # identical request reuses a stored grade instead of calling the API. NULL for grades
     # that came from elsewhere (imported), which no request of ours can match.
-    request_key = models.CharField(max_length=64, null=True, blank=True)
+    request_key = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: no request of ours
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -153,7 +153,9 @@ def run_plan(spec: RunSpec) -> Plan:
     response_chars = SAMPLED_RESPONSE_TOKENS * CHARS_PER_TOKEN
     for conversation_id, n, item_chars, chars in per_conversation:
         grades = n * spec.samples
-        plan.units.append((conversation_id, grades, grades * (overhead + chars + response_chars + 8) + item_chars * spec.samples))
+        plan.units.append(
+            (conversation_id, grades, grades * (overhead + chars + response_chars + 8) + item_chars * spec.samples)
+        )
         plan.policy_calls += spec.samples
         plan.policy_prompt_chars += spec.samples * chars
     return plan
@@ -172,7 +174,9 @@ class Estimate:
 
     @property
     def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens + self.policy_prompt_tokens + self.policy_completion_tokens_max
+        return (
+            self.prompt_tokens + self.completion_tokens + self.policy_prompt_tokens + self.policy_completion_tokens_max
+        )
 
     def lines(self) -> list[str]:
         out = []

@@ -56,7 +56,11 @@ class Progress:
 
     def line(self) -> str:
         """One line for a terminal."""
-        parts = [f"{self.done:,}/{self.total:,} ({self.percent:.1f}%)", f"{self.failed:,} failed", f"{self.reused:,} reused"]
+        parts = [
+            f"{self.done:,}/{self.total:,} ({self.percent:.1f}%)",
+            f"{self.failed:,} failed",
+            f"{self.reused:,} reused",
+        ]
         if self.rate:
             parts.append(f"{self.rate:,.1f} grades/s")
         if self.time_left:

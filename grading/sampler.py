@@ -35,9 +35,7 @@ def samples_of(run: Run, conversation_ids: list[int]) -> QuerySet[Response]:
 
 def sample_jobs_missing(run: Run, conversation_ids: list[int]) -> list[SampleJob]:
     have = set(samples_of(run, conversation_ids).values_list("conversation_id", "sample_index"))
-    return [
-        SampleJob(c, k) for c in conversation_ids for k in range(run.samples) if (c, k) not in have
-    ]
+    return [SampleJob(c, k) for c in conversation_ids for k in range(run.samples) if (c, k) not in have]
 
 
 def sample_messages(conversation_ids: list[int]) -> dict[int, list[dict]]:

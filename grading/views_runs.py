@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.html import escape
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
@@ -39,16 +40,20 @@ class RunForm(forms.Form):
     responses_from = forms.ModelChoiceField(
         Run.objects.order_by("-created"), to_field_name="code", required=False, label="Responses of run"
     )
-    subset = forms.ModelChoiceField(Subset.objects.order_by("name"), to_field_name="name", required=False)
+    subset = forms.ModelChoiceField(Subset.objects.order_by("name"), to_field_name="code", required=False)
     policy_model = forms.CharField(max_length=200, required=False)
     policy_base_url = forms.CharField(max_length=200, required=False, label="Policy base URL")
-    policy_api_key_env = forms.CharField(max_length=100, required=False, initial="OPENAI_API_KEY", label="Policy API key variable")
+    policy_api_key_env = forms.CharField(
+        max_length=100, required=False, initial="OPENAI_API_KEY", label="Policy API key variable"
+    )
     samples = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Samples per conversation")
     policy_temperature = forms.FloatField(min_value=0, max_value=2, initial=1.0)
     policy_max_tokens = forms.IntegerField(min_value=1, initial=2048)
 
     grader_model = forms.CharField(max_length=200)
-    grader_base_url = forms.CharField(max_length=200, required=False, label="Grader base URL", help_text="Empty for OpenAI")
+    grader_base_url = forms.CharField(
+        max_length=200, required=False, label="Grader base URL", help_text="Empty for OpenAI"
+    )
     grader_api_key_env = forms.CharField(
         max_length=100, required=False, initial="OPENAI_API_KEY", label="Grader API key variable",
         help_text="The name of the environment variable the workers read the key from; empty for none",
@@ -56,11 +61,16 @@ class RunForm(forms.Form):
     grader_temperature = forms.FloatField(min_value=0, max_value=2, initial=0.0)
     grader_max_tokens = forms.IntegerField(min_value=1, initial=2048)
     grader_timeout = forms.FloatField(min_value=0.1, initial=60.0, label="Grader timeout (s)")
-    grader_rpm = forms.IntegerField(min_value=1, required=False, label="Requests per minute", help_text="Empty for no limit")
-    grader_tpm = forms.IntegerField(min_value=1, required=False, label="Tokens per minute", help_text="Empty for no limit")
+    grader_rpm = forms.IntegerField(
+        min_value=1, required=False, label="Requests per minute", help_text="Empty for no limit"
+    )
+    grader_tpm = forms.IntegerField(
+        min_value=1, required=False, label="Tokens per minute", help_text="Empty for no limit"
+    )
     grader_template = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 6}), required=False,
-        help_text="Empty for ours; otherwise a template with <<conversation>> and <<rubric_item>>",
+        # Form help text is not escaped: the placeholders would read as HTML tags.
+        help_text=escape("Empty for ours; otherwise a template with <<conversation>> and <<rubric_item>>"),
     )  # fmt: skip
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=16)
     use_cache = forms.BooleanField(required=False, initial=True, label="Reuse grades of identical earlier requests")

@@ -114,9 +114,7 @@ DATABASES = {"default": _database()}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Tests that start real worker processes need a test database those processes can
     # open: a file, not SQLite's in-memory default; one per session, like PostgreSQL's below.
-    DATABASES["default"]["TEST"] = {
-        "NAME": env_str("TEST_DATABASE_NAME", str(VAR_DIR / f"test-{os.getpid()}.sqlite3"))
-    }
+    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", str(VAR_DIR / f"test-{os.getpid()}.sqlite3"))}
 # Points this process at another database of the same server, or another SQLite file: a
 # worker started by a test is given the test database's name here.
 if env_str("DATABASE_NAME", ""):

@@ -46,7 +46,11 @@ def grader_args(server) -> list[str]:
 def test_it_prints_an_estimate_then_grades_and_waits_for_the_end(grade, llm_server):
     source = imported_run(name="imported", conversations=3, samples=2, faults={0: "500:1"})
     out = grade("--name", "again", *grader_args(llm_server), "--responses-from", "imported", "--wait")
-    assert out.index("Estimate for again:") < out.index("Grading: 30 grader calls on 6 responses") < out.index("Launched again")
+    assert (
+        out.index("Estimate for again:")
+        < out.index("Grading: 30 grader calls on 6 responses")
+        < out.index("Launched again")
+    )
     assert "done      30/30 (100.0%) · 0 failed · 0 reused" in out
     assert out.rstrip().endswith("Done: again")
     run = Run.objects.get(name="again")
@@ -93,8 +97,8 @@ def test_two_runs_with_the_same_grader_share_its_config_and_the_second_reuses_gr
 def test_it_samples_from_a_policy_model_on_a_subset(grade, llm_server):
     subset_of("mine", [conversation_with_rubric(i, n_criteria=3) for i in range(2)])
     out = grade(
-        "--name", "sampled", *grader_args(llm_server), "--policy-model", "policy-1", "--policy-base-url", llm_server.url,
-        "--policy-api-key-env", "", "--samples", "3", "--subset", "mine", "--wait",
+        "--name", "sampled", *grader_args(llm_server), "--policy-model", "policy-1",
+        "--policy-base-url", llm_server.url, "--policy-api-key-env", "", "--samples", "3", "--subset", "mine", "--wait",
     )  # fmt: skip
     assert "Sampling: 6 policy calls" in out and "Grading: 18 grader calls on 6 responses" in out
     run = Run.objects.get(name="sampled")
@@ -103,10 +107,20 @@ def test_it_samples_from_a_policy_model_on_a_subset(grade, llm_server):
 
 
 def test_cancel_stops_a_run_and_resume_queues_only_what_is_missing(llm_server, django_capture_on_commit_callbacks):
-    imported_run(name="imported", conversations=4, samples=2)
+    imported_run(name="imported", conversations=8, samples=2)  # 80 grades: 2 batches of 40
     out = io.StringIO()
     # Launched, but its tasks never ran (no worker): cancel it.
-    call_command("grade", "--name", "again", *grader_args(llm_server), "--responses-from", "imported", "--concurrency", "1", stdout=out)
+    call_command(
+        "grade",
+        "--name",
+        "again",
+        *grader_args(llm_server),
+        "--responses-from",
+        "imported",
+        "--concurrency",
+        "1",
+        stdout=out,
+    )
     call_command("grade", "--cancel", "again", stdout=out)
     run = Run.objects.get(name="again")
     assert run.status == Run.Status.CANCELLED
@@ -139,7 +153,10 @@ def test_waiting_on_a_run_that_fails_exits_with_its_reason(grade, llm_server, mo
         (["--name", "x", "--subset", "nope", "--policy-model", "p"], "no subset named 'nope'"),
         (["--name", "imported", "--responses-from", "imported"], "a run named 'imported' already exists"),
         (["--name", "x", "--responses-from", "imported", "--concurrency", "0"], "concurrency must be between"),
-        (["--name", "x", "--responses-from", "imported", "--grader-template", "/nowhere"], "cannot read the grader template"),
+        (
+            ["--name", "x", "--responses-from", "imported", "--grader-template", "/nowhere"],
+            "cannot read the grader template",
+        ),
         (["--resume", "nope"], "no run named 'nope'"),
         (["--resume", "imported"], "was imported, not graded here"),
     ],

@@ -29,7 +29,9 @@ def test_the_rubric_item_is_its_points_in_brackets_then_its_text():
 
 
 def test_the_default_prompt_holds_the_conversation_the_item_and_the_answer_format():
-    prompt = gp.render(gp.DEFAULT_TEMPLATE, conversation=gp.conversation_block(MESSAGES, "Rest."), item="[5] Says rest.")
+    prompt = gp.render(
+        gp.DEFAULT_TEMPLATE, conversation=gp.conversation_block(MESSAGES, "Rest."), item="[5] Says rest."
+    )
     assert "user: Two years old.\n\nassistant: Rest." in prompt
     assert "[5] Says rest." in prompt
     assert '"criteria_met"' in prompt and '"explanation"' in prompt
@@ -58,7 +60,9 @@ def test_a_template_file_is_read_and_checked(tmp_path):
     assert gp.load_template(path).startswith("Conversation:")
 
 
-@pytest.mark.parametrize("text, missing", [("<<conversation>> only", "<<rubric_item>>"), ("nothing", "<<conversation>>")])
+@pytest.mark.parametrize(
+    "text, missing", [("<<conversation>> only", "<<rubric_item>>"), ("nothing", "<<conversation>>")]
+)
 def test_a_template_without_a_placeholder_is_refused_naming_the_file(tmp_path, text, missing):
     path = tmp_path / "bad.txt"
     path.write_text(text)
@@ -74,7 +78,9 @@ def test_a_missing_template_file_is_named():
 def test_the_rendered_length_is_known_without_rendering():
     conversation, item = gp.conversation_block(MESSAGES, "Rest."), "[3] Says rest."
     prompt = gp.render(gp.DEFAULT_TEMPLATE, conversation=conversation, item=item)
-    assert gp.rendered_length(gp.DEFAULT_TEMPLATE, conversation_chars=len(conversation), item_chars=len(item)) == len(prompt)
+    assert gp.rendered_length(gp.DEFAULT_TEMPLATE, conversation_chars=len(conversation), item_chars=len(item)) == len(
+        prompt
+    )
 
 
 # --- reading answers ------------------------------------------------------------------------
@@ -97,7 +103,9 @@ def test_an_answer_is_read_bare_fenced_or_with_text_around_it(text):
 
 
 def test_the_last_verdict_counts_when_the_grader_corrects_itself():
-    text = '{"explanation": "draft", "criteria_met": true} On reflection: {"explanation": "final", "criteria_met": false}'
+    text = (
+        '{"explanation": "draft", "criteria_met": true} On reflection: {"explanation": "final", "criteria_met": false}'
+    )
     assert gp.parse_answer(text) == gp.GraderAnswer(met=False, explanation="final")
 
 
@@ -111,7 +119,9 @@ def test_criteria_met_that_is_not_a_json_boolean_is_invalid(value):
         gp.parse_answer(f'{{"explanation": "x", "criteria_met": {value}}}')
 
 
-@pytest.mark.parametrize("text", ["", None, "It meets the criterion.", '{"explanation": "no verdict"}', "{criteria_met: true}"])
+@pytest.mark.parametrize(
+    "text", ["", None, "It meets the criterion.", '{"explanation": "no verdict"}', "{criteria_met: true}"]
+)
 def test_an_answer_without_a_readable_verdict_is_malformed(text):
     with pytest.raises(gp.MalformedAnswer, match="no JSON object with criteria_met"):
         gp.parse_answer(text)

@@ -58,6 +58,33 @@ def test_regrading_an_imported_run_with_an_agreeing_grader_reproduces_its_report
     assert run_report(run=run).data == run_report(run=source).data
 
 
+def test_regrading_a_run_brought_in_by_import_run_reproduces_its_report(server, tmp_path):
+    from tests import healthbench_rows as rows
+    from tests.test_import_run import graded_row, import_dataset, import_run, write_results
+
+    def dataset_row(prompt_id: str, theme: str) -> dict:
+        items = [
+            rows.rubric_item("Mentions need:kiwi.", 6),
+            rows.rubric_item("Mentions need:mango. fault:500:1", 4, "accuracy"),
+            rows.rubric_item("Mentions need:papaya, which it should not. fault:malformed:1", -5, "accuracy"),
+        ]
+        return rows.row(prompt_id, theme=theme, rubrics=items)
+
+    data = [dataset_row("p-1", "hedging"), dataset_row("p-2", "global_health")]
+    import_dataset(tmp_path, *data)
+    completions = ["Try a kiwi.", "A kiwi and a mango.", "A papaya and a mango.", "Nothing of the sort."]
+    examples = [
+        graded_row(data[k % 2], [fruit in c for fruit in ("kiwi", "mango", "papaya")], completion=c)
+        for k, c in enumerate(completions)
+    ]
+    import_run(write_results(tmp_path / "healthbench_allresults.json", examples), name="imported")
+    source = Run.objects.get(name="imported")
+    run = run_launch(spec=spec(server, source))
+    grade_all(run)
+    assert server.faults_served["500"] == server.faults_served["malformed"] == 4
+    assert run_report(run=run).data == run_report(run=source).data
+
+
 def test_each_grade_keeps_its_criterion_as_the_source_run_graded_it(server):
     source = imported_run(conversations=2, samples=1)
     run = run_launch(spec=spec(server, source))
@@ -189,8 +216,9 @@ def test_failed_grades_are_not_reused(server):
 
 
 def test_resume_queues_only_the_batches_that_miss_grades(server, django_capture_on_commit_callbacks):
-    source = imported_run(conversations=4, samples=2)
-    run = run_launch(spec=spec(server, source, concurrency=1))  # 24-item batches: 2 of them
+    source = imported_run(conversations=8, samples=2)
+    run = run_launch(spec=spec(server, source, concurrency=1))  # 80 grades: 2 batches of 40
+    assert run.batches.count() == 2
     grade_all(run)
     last = run.batches.order_by("number").last()
     Grade.objects.filter(run=run, response_id__in=last.response_ids[:1]).delete()
@@ -282,7 +310,9 @@ def test_the_sweep_gives_a_batch_up_after_repeated_deaths_and_the_run_ends_faile
     assert "given up" in run.batches.get().error
 
 
-def test_the_sweep_sends_again_the_queued_batches_of_a_stalled_run(server, settings, django_capture_on_commit_callbacks):
+def test_the_sweep_sends_again_the_queued_batches_of_a_stalled_run(
+    server, settings, django_capture_on_commit_callbacks
+):
     run = run_launch(spec=spec(server, imported_run(conversations=1)))
     long_ago = timezone.now() - timedelta(seconds=10 * settings.GRADING_LEASE_SECONDS)
     RunBatch.objects.filter(run=run).update(touched=long_ago)

@@ -3,6 +3,7 @@ retries, re-asking, and the limits shared through Redis."""
 
 import asyncio
 import os
+import threading
 import time
 
 import pytest
@@ -21,16 +22,35 @@ NO_LIMIT = LocalRateLimiter()
 
 
 def endpoint(server, **changes) -> Endpoint:
-    fields = {"base_url": server.url, "model": "grader", "api_key_env": "", "temperature": 0.0, "max_tokens": 200, "timeout": 2.0}
+    fields = {
+        "base_url": server.url,
+        "model": "grader",
+        "api_key_env": "",
+        "temperature": 0.0,
+        "max_tokens": 200,
+        "timeout": 2.0,
+    }
     return Endpoint(**{**fields, **changes})
 
 
+def run(coroutine):
+    """Run on a fresh event loop, closing the loop's HTTP clients after."""
+
+    async def then_close():
+        try:
+            return await coroutine
+        finally:
+            await llm.close_clients()
+
+    return asyncio.run(then_close())
+
+
 def ask(server, prompt=MET_PROMPT, policy=FAST, **changes):
-    return asyncio.run(ask_grader(endpoint(server, **changes), prompt, limiter=NO_LIMIT, policy=policy))
+    return run(ask_grader(endpoint(server, **changes), prompt, limiter=NO_LIMIT, policy=policy))
 
 
 def test_it_returns_the_answer_and_the_token_usage(llm_server):
-    reply = asyncio.run(chat(endpoint(llm_server), [{"role": "user", "content": MET_PROMPT}], limiter=NO_LIMIT, policy=FAST))
+    reply = run(chat(endpoint(llm_server), [{"role": "user", "content": MET_PROMPT}], limiter=NO_LIMIT, policy=FAST))
     assert '"criteria_met": true' in reply.content
     assert reply.prompt_tokens == len(MET_PROMPT) // 4
     assert reply.completion_tokens > 0 and reply.attempts == 1
@@ -78,7 +98,7 @@ def test_backoff_grows_exponentially_with_jitter():
 def test_it_gives_up_after_the_last_attempt_and_says_why(llm_server):
     llm_server.inject("500", times=10)
     with pytest.raises(CallFailed, match=r"HTTP 500: The server had an error \(gave up after 4 attempts\)") as failed:
-        asyncio.run(chat(endpoint(llm_server), [{"role": "user", "content": "x"}], limiter=NO_LIMIT, policy=FAST))
+        run(chat(endpoint(llm_server), [{"role": "user", "content": "x"}], limiter=NO_LIMIT, policy=FAST))
     assert failed.value.attempts == 4
 
 
@@ -130,7 +150,9 @@ class Clock:
 def test_the_token_bucket_keeps_requests_per_minute():
     clock = Clock()
     limiter = LocalRateLimiter(burst_seconds=6, clock=clock)
-    point = Endpoint(base_url="", model="m", api_key_env="", temperature=0, max_tokens=1, timeout=1, requests_per_minute=60)
+    point = Endpoint(
+        base_url="", model="m", api_key_env="", temperature=0, max_tokens=1, timeout=1, requests_per_minute=60
+    )
     assert [limiter.take(point, 10) for _ in range(6)] == [0] * 6  # a burst of 6 s worth
     assert limiter.take(point, 10) == pytest.approx(1.0)  # then one a second
     clock.now = 1.0
@@ -140,7 +162,9 @@ def test_the_token_bucket_keeps_requests_per_minute():
 def test_the_token_bucket_keeps_tokens_per_minute_and_settles_the_real_count():
     clock = Clock()
     limiter = LocalRateLimiter(burst_seconds=6, clock=clock)
-    point = Endpoint(base_url="", model="m", api_key_env="", temperature=0, max_tokens=1, timeout=1, tokens_per_minute=6000)
+    point = Endpoint(
+        base_url="", model="m", api_key_env="", temperature=0, max_tokens=1, timeout=1, tokens_per_minute=6000
+    )
     assert limiter.take(point, 600) == 0  # the bucket holds 600
     assert limiter.take(point, 100) == pytest.approx(1.0)  # refills 100 a second
     asyncio.run(limiter.settle(point, -300))  # the call used 300 fewer than estimated
@@ -211,3 +235,42 @@ def test_local_slots_are_shared_fairly_by_the_tasks_of_one_process():
 
     # Local holders do not expire; the third finds the others' slots still held.
     assert asyncio.run(scenario())[:5] == SHARED[:5]
+
+
+def test_two_tasks_of_a_run_share_its_bound_fairly_and_never_exceed_it():
+    from grading.engine import run_lanes
+
+    in_flight = {"now": 0, "most": 0, "both_at_once": False}
+    running: dict[str, int] = {"a": 0, "b": 0}
+
+    async def scenario():
+        async def work(job):
+            owner = job[0]
+            running[owner] += 1
+            in_flight["now"] += 1
+            in_flight["most"] = max(in_flight["most"], in_flight["now"])
+            in_flight["both_at_once"] |= running["a"] > 0 and running["b"] > 0
+            await asyncio.sleep(0.01)
+            in_flight["now"] -= 1
+            running[owner] -= 1
+            return job
+
+        done: list = []
+        tasks = [
+            run_lanes(
+                [(owner, i) for i in range(40)],
+                work,
+                lambda job, result: done.append(result),
+                concurrency=4,
+                slots=LocalSlots("run-shared", 4),
+                stop=threading.Event(),
+                heartbeat=0.02,
+            )
+            for owner in ("a", "b")
+        ]
+        await asyncio.gather(*tasks)
+        return done
+
+    assert len(asyncio.run(scenario())) == 80
+    assert in_flight["most"] == 4
+    assert in_flight["both_at_once"]

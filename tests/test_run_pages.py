@@ -124,7 +124,9 @@ def test_launching_creates_the_run_and_opens_its_page(source, llm_server, django
 
 def test_the_estimate_fragment_answers_htmx_and_launches_nothing(source, llm_server):
     client = client_for(Physician.Role.RESEARCHER)
-    response = client.post(reverse("run_new"), {**form_data(llm_server), "action": "launch"}, headers={"HX-Request": "true"})
+    response = client.post(
+        reverse("run_new"), {**form_data(llm_server), "action": "launch"}, headers={"HX-Request": "true"}
+    )
     page = response.content.decode()
     assert "<html" not in page and "Grading: 20 grader calls" in page
     assert not Run.objects.filter(name="from-the-page").exists()
@@ -137,6 +139,9 @@ def test_the_estimate_fragment_answers_htmx_and_launches_nothing(source, llm_ser
         ({"name": "imported"}, "a run named &#x27;imported&#x27; already exists"),
         ({"grader_template": "no placeholders here"}, "lacks the placeholder"),
         ({"responses_from": ""}, "grade either the responses of an existing run"),
+        # PostgreSQL text cannot hold NUL: the form must refuse it, not fail on the lookup.
+        ({"source": "sample", "subset": "mine\x00"}, "Null characters are not allowed"),
+        ({"name": "nul\x00name"}, "Null characters are not allowed"),
     ],
 )
 def test_a_bad_launch_says_what_is_wrong(source, llm_server, changes, message):
@@ -151,9 +156,9 @@ def test_the_sampling_choice_launches_a_sampled_run(llm_server, django_capture_o
     from tests.grading_data import conversation_with_rubric, subset_of
 
     imported_run(name="imported", conversations=1)
-    subset_of("mine", [conversation_with_rubric(9, n_criteria=2)])
+    subset = subset_of("mine", [conversation_with_rubric(9, n_criteria=2)])
     client = client_for(Physician.Role.CURATOR)
-    data = form_data(llm_server, source="sample", subset="mine", policy_model="policy-1", samples="3")
+    data = form_data(llm_server, source="sample", subset=str(subset.code), policy_model="policy-1", samples="3")
     with django_capture_on_commit_callbacks():
         response = client.post(reverse("run_new"), {**data, "action": "launch"})
     assert response.status_code == 302
@@ -181,9 +186,9 @@ def test_htmx_gets_only_the_progress_fragment_with_its_figures(run, django_asser
     assert fragment.lstrip().startswith('<section id="progress"') and "<html" not in fragment
     done = Run.objects.get(id=run.id).grades.count()
     assert f"{done} of 20" in fragment
-    assert re.search(r"<th>Remaining</th><td class=\"num\">\s*%d\s*<" % (20 - done), fragment)
+    assert re.search(rf'<th>Remaining</th><td class="num">\s*{20 - done}\s*<', fragment)
     assert "grades/s" in fragment and "prompt" in fragment and "Reused" in fragment
-    assert '<progress max="20" value="%d"' % done in fragment
+    assert f'<progress max="20" value="{done}"' in fragment
 
 
 def test_a_finished_run_stops_polling_and_links_its_report(run):
@@ -224,7 +229,9 @@ def test_the_launch_form_needs_its_csrf_token(source, llm_server):
     token = csrf_token(client, reverse("run_new"))
     assert client.post(reverse("run_new"), {**data, "csrfmiddlewaretoken": token}).status_code == 200
     # htmx sends the token in the header that base.html sets on <body>.
-    assert client.post(reverse("run_new"), data, headers={"HX-Request": "true", "X-CSRFToken": token}).status_code == 200
+    assert (
+        client.post(reverse("run_new"), data, headers={"HX-Request": "true", "X-CSRFToken": token}).status_code == 200
+    )
 
 
 def test_the_cancel_form_needs_its_csrf_token(run):

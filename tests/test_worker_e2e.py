@@ -73,7 +73,9 @@ def test_a_killed_worker_loses_and_doubles_nothing(llm_server, tmp_path):
     llm_server.latency = 0.1
     llm_server.retry_after = 0.3
     llm_server.slow_seconds = 2.0
-    source = imported_run(name="imported", conversations=8, samples=4, n_criteria=8, faults=FAULTS, faulty_conversations=3)
+    source = imported_run(
+        name="imported", conversations=8, samples=4, n_criteria=8, faults=FAULTS, faulty_conversations=3
+    )
     log = tmp_path / "workers.log"
     workers = [start_worker("first", log)]
     try:
@@ -86,14 +88,21 @@ def test_a_killed_worker_loses_and_doubles_nothing(llm_server, tmp_path):
         total = run.total_items
         assert total == 256
 
-        wait_for(lambda: Grade.objects.filter(run=run).count() >= total // 4, timeout=30, what="a quarter of the grades", log=log)
+        wait_for(
+            lambda: Grade.objects.filter(run=run).count() >= total // 4,
+            timeout=30,
+            what="a quarter of the grades",
+            log=log,
+        )
         kill(workers[0], signal.SIGKILL)
         assert Grade.objects.filter(run=run).count() < total, "the run ended before the kill: make it slower"
         # Its claimed batches now have no worker: only the lease and the sweep bring them back.
         assert RunBatch.objects.filter(run=run, status=RunBatch.Status.RUNNING).exists()
 
         workers.append(start_worker("second", log))
-        wait_for(lambda: Run.objects.get(id=run.id).status != Run.Status.RUNNING, timeout=45, what="the run to end", log=log)
+        wait_for(
+            lambda: Run.objects.get(id=run.id).status != Run.Status.RUNNING, timeout=45, what="the run to end", log=log
+        )
     finally:
         for worker in workers:
             kill(worker, signal.SIGTERM)

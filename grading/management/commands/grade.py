@@ -42,16 +42,22 @@ class Command(BaseCommand):
         grader = parser.add_argument_group("grader")
         grader.add_argument("--grader-model")
         grader.add_argument("--grader-base-url", default="", help="OpenAI-compatible endpoint; empty for OpenAI")
-        grader.add_argument("--grader-api-key-env", default="OPENAI_API_KEY", help='variable holding the key; "" for none')
+        grader.add_argument(
+            "--grader-api-key-env", default="OPENAI_API_KEY", help='variable holding the key; "" for none'
+        )
         grader.add_argument("--grader-temperature", type=float, default=0.0)
         grader.add_argument("--grader-max-tokens", type=int, default=2048)
         grader.add_argument("--grader-timeout", type=float, default=60.0, help="seconds per request")
         grader.add_argument("--grader-rpm", type=_limit, default=None, help="requests per minute, all workers together")
         grader.add_argument("--grader-tpm", type=_limit, default=None, help="tokens per minute, all workers together")
-        grader.add_argument("--grader-template", metavar="FILE", help="a template with <<conversation>> and <<rubric_item>>")
+        grader.add_argument(
+            "--grader-template", metavar="FILE", help="a template with <<conversation>> and <<rubric_item>>"
+        )
 
         source = parser.add_argument_group("what to grade")
-        source.add_argument("--responses-from", metavar="RUN", help="grade the responses of RUN on the criteria it graded")
+        source.add_argument(
+            "--responses-from", metavar="RUN", help="grade the responses of RUN on the criteria it graded"
+        )
         source.add_argument("--policy-model", help="sample responses from this model")
         source.add_argument("--policy-base-url", default="")
         source.add_argument("--policy-api-key-env", default="OPENAI_API_KEY")
@@ -62,7 +68,9 @@ class Command(BaseCommand):
         source.add_argument("--subset", help="the subset whose conversations are sampled")
 
         parser.add_argument("--concurrency", type=int, default=16, help="grader calls in flight, all workers together")
-        parser.add_argument("--no-cache", action="store_true", help="call the grader even for identical earlier requests")
+        parser.add_argument(
+            "--no-cache", action="store_true", help="call the grader even for identical earlier requests"
+        )
         parser.add_argument("--estimate-only", action="store_true", help="print the estimate and stop")
         parser.add_argument("--retry-failed", action="store_true", help="with --resume: grade failed grades again")
         parser.add_argument("--wait", action="store_true", help="print progress until the run ends")
@@ -80,7 +88,9 @@ class Command(BaseCommand):
                 queued = run_resume(run=run, retry_failed=options["retry_failed"])
             except RunSpecError as exc:
                 raise CommandError(str(exc)) from None
-            self.stdout.write(f"Resumed {run.name}: {queued} batch(es) queued." if queued else f"{run.name} is complete.")
+            self.stdout.write(
+                f"Resumed {run.name}: {queued} batch(es) queued." if queued else f"{run.name} is complete."
+            )
         else:
             run = self._launch(options)
             if run is None:
