@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, Count, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
+from annotation.subset_versions import subset_version_freeze
 from grading.grader_prompt import template_hash
 from grading.models import Grade, GraderConfig, Run, RunBatch
 from grading.run_plan import EndpointSpec, Plan, RunSpec, RunSpecError, run_plan, spec_check
@@ -118,6 +119,8 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 use_cache=spec.use_cache,
                 responses_from=spec.responses_from,
                 subset=spec.subset,
+                # Every run names the exact members and rubrics it graded.
+                subset_version=subset_version_freeze(subset=spec.subset)[0] if spec.subset else None,
                 concurrency=spec.concurrency,
                 total_items=plan.grades,
                 started=timezone.now(),

@@ -104,6 +104,8 @@ def test_it_samples_from_a_policy_model_on_a_subset(grade, llm_server):
     run = Run.objects.get(name="sampled")
     assert run.status == Run.Status.DONE and run.sampled_responses.count() == 6
     assert Grade.objects.filter(run=run).count() == 18
+    # The run names the frozen version of the subset it graded.
+    assert run.subset_version.subset.name == "mine" and len(run.subset_version.snapshot) == 2
 
 
 def test_cancel_stops_a_run_and_resume_queues_only_what_is_missing(llm_server, django_capture_on_commit_callbacks):
