@@ -1,0 +1,44 @@
+"""A researcher launches a grading run in a real browser: estimate first, then launch."""
+
+import pytest
+
+from annotation.models import Physician
+from grading.models import Run
+from healthbench_web.celery import app
+from tests.conftest import ARTIFACTS, log_in
+from tests.grading_data import imported_run
+from tests.people import person
+
+pytest_plugins = ["tests.llm_server"]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def eager_tasks():
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+def test_a_researcher_sees_the_estimate_then_launches_a_run(browser, live_server, llm_server):
+    source = imported_run(conversations=2, samples=1, n_criteria=3)
+    person("res", Physician.Role.RESEARCHER)
+    page = browser.new_page()
+    log_in(page, live_server.url, "res", "pw-res")
+    page.goto(live_server.url + "/runs/new/")
+    page.fill("input[name=name]", "from-browser")
+    page.check("input[name=source][value=responses]")
+    page.select_option("select[name=responses_from]", label=source.name)
+    page.fill("input[name=grader_model]", "grader")
+    page.fill("input[name=grader_base_url]", llm_server.url)
+    page.fill("input[name=grader_api_key_env]", "")
+    page.click("button[value=estimate]")
+    page.wait_for_selector("button[value=launch]")
+    assert "6 grader calls" in page.inner_text("main")
+    assert not Run.objects.filter(name="from-browser").exists()
+    page.click("button[value=launch]")
+    page.wait_for_url("**/runs/*/")
+    page.screenshot(path=str(ARTIFACTS / "run-launched.png"), full_page=True)
+    assert "from-browser" in page.inner_text("main")
+    run = Run.objects.get(name="from-browser")
+    assert run.responses_from == source and run.total_items == 6
