@@ -107,3 +107,10 @@ def test_a_launch_without_a_response_source_is_explained(source, llm_server):
     response = _client(Physician.Role.RESEARCHER).post("/api/runs/", data, format="json")
     assert response.status_code == 400
     assert "grade either the responses of an existing run" in " ".join(response.json()["non_field_errors"])
+
+
+def test_a_nul_character_in_a_json_body_is_a_bad_request(source):
+    response = _client(Physician.Role.RESEARCHER).post(
+        "/api/runs/", '{"name": "x", "grader_model": "g", "responses_from": "a\\u0000b"}', content_type="application/json"
+    )
+    assert response.status_code == 400
