@@ -2,7 +2,7 @@
 
 from django import forms
 
-from annotation.healthbench_file import RowInvalid, _parse_messages
+from annotation.healthbench_file import RowInvalid, parse_messages
 from annotation.models import THEMES, Assignment, Axis, IdealResponse, Physician
 from annotation.selectors.curation import MAX_CONVERSATIONS, ConversationStatus
 
@@ -155,7 +155,7 @@ class DraftForm:
         if not turn_errors and "turns" not in self.errors:
             try:
                 # The file format's own message rules (non-empty, known roles, ends with a user turn).
-                _parse_messages(0, self.turns)
+                parse_messages(0, self.turns)
             except RowInvalid as exc:
                 self.errors["turns"] = _turn_message(exc)
         return not self.errors and not turn_errors

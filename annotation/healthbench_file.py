@@ -131,7 +131,7 @@ def _string_list(line: int, name: str, value: Any, *, unique: bool) -> list[str]
     return value
 
 
-def _parse_messages(line: int, value: Any) -> list[dict[str, str]]:
+def parse_messages(line: int, value: Any) -> list[dict[str, str]]:
     if not isinstance(value, list):
         raise _fail(line, "prompt", f"must be a list of messages, not {type(value).__name__}")
     if not value:
@@ -206,8 +206,8 @@ def _parse_ideal(line: int, value: Any) -> IdealData | None:
     return IdealData(value["ideal_completion"], value["ideal_completions_group"], tuple(refs))
 
 
-def parse_line(line: int, raw: bytes) -> HealthBenchRow:
-    """Parse one line of a HealthBench file; raise RowInvalid naming the line and field."""
+def load_object(line: int, raw: bytes, keys: tuple[str, ...], required: tuple[str, ...], what: str) -> dict:
+    """Decode one JSONL line into an object with only the given keys, or raise RowInvalid."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -218,18 +218,24 @@ def parse_line(line: int, raw: bytes) -> HealthBenchRow:
         raise _fail(line, "", f"is not valid JSON: {exc.msg} at column {exc.colno} (truncated line?)") from None
     if not isinstance(data, dict):
         raise _fail(line, "", "must be a JSON object")
-    for key in REQUIRED_KEYS:
+    for key in required:
         if key not in data:
             raise _fail(line, key, "is missing")
-    extra = sorted(set(data) - set(ROW_KEYS))
+    extra = sorted(set(data) - set(keys))
     if extra:
-        raise _fail(line, extra[0], f"is not a field of a HealthBench row (expected {', '.join(ROW_KEYS)})")
+        raise _fail(line, extra[0], f"is not a field of {what} (expected {', '.join(keys)})")
+    return data
+
+
+def parse_line(line: int, raw: bytes) -> HealthBenchRow:
+    """Parse one line of a HealthBench file; raise RowInvalid naming the line and field."""
+    data = load_object(line, raw, ROW_KEYS, REQUIRED_KEYS, "a HealthBench row")
     prompt_id = data["prompt_id"]
     if not isinstance(prompt_id, str) or not prompt_id.strip():
         raise _fail(line, "prompt_id", "must be a non-empty string")
     if len(prompt_id) > MAX_PROMPT_ID:
         raise _fail(line, "prompt_id", f"is longer than {MAX_PROMPT_ID} characters")
-    messages = _parse_messages(line, data["prompt"])
+    messages = parse_messages(line, data["prompt"])
     example_tags = _string_list(line, "example_tags", data["example_tags"], unique=True)
     themes = [t for t in example_tags if t.startswith("theme:")]
     if len(themes) > 1:

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # The message checks are the HealthBench file's own: meta-eval prompts are the same messages.
-from annotation.healthbench_file import MAX_PROMPT_ID, RowError, RowInvalid
-from annotation.healthbench_file import _parse_messages as parse_messages
+from annotation.healthbench_file import MAX_PROMPT_ID, RowError, RowInvalid, load_object, parse_messages
 
 META_EVAL_KEYS = (
     "anonymized_physician_ids", "binary_labels", "category", "completion", "completion_id",
@@ -80,26 +79,6 @@ def _fail(line: int, field_name: str, message: str) -> RowInvalid:
     return RowInvalid(RowError(line, field_name, message))
 
 
-def _load_object(line: int, raw: bytes, keys: tuple[str, ...], required: tuple[str, ...], what: str) -> dict:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _fail(line, "", f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(line, "", f"is not valid JSON: {exc.msg} at column {exc.colno} (truncated line?)") from None
-    if not isinstance(data, dict):
-        raise _fail(line, "", "must be a JSON object")
-    for key in required:
-        if key not in data:
-            raise _fail(line, key, "is missing")
-    extra = sorted(set(data) - set(keys))
-    if extra:
-        raise _fail(line, extra[0], f"is not a field of {what} (expected {', '.join(keys)})")
-    return data
-
-
 def _name(line: int, data: dict, key: str, limit: int) -> str:
     value = data[key]
     if not isinstance(value, str) or not value.strip():
@@ -158,7 +137,7 @@ def _labels(line: int, data: dict) -> tuple[tuple[tuple[str, bool], ...], tuple[
 
 def parse_meta_eval_line(line: int, raw: bytes) -> MetaEvalRow:
     """Parse one line of a meta-eval file; raise RowInvalid naming the line and field."""
-    data = _load_object(line, raw, META_EVAL_KEYS, META_EVAL_REQUIRED, "a meta-eval row")
+    data = load_object(line, raw, META_EVAL_KEYS, META_EVAL_REQUIRED, "a meta-eval row")
     prompt_id = _name(line, data, "prompt_id", MAX_PROMPT_ID)
     messages = parse_messages(line, data["prompt"])
     if not isinstance(data["completion"], str):
@@ -185,7 +164,7 @@ def parse_meta_eval_line(line: int, raw: bytes) -> MetaEvalRow:
 
 
 def parse_grader_label_line(line: int, raw: bytes) -> GraderLabelRow:
-    data = _load_object(line, raw, GRADER_LABEL_KEYS, GRADER_LABEL_REQUIRED, "a grader-label row")
+    data = load_object(line, raw, GRADER_LABEL_KEYS, GRADER_LABEL_REQUIRED, "a grader-label row")
     met = data["criteria_met"]
     if not isinstance(met, bool):
         raise _fail(line, "criteria_met", f"must be true or false, not {json.dumps(met)}")
