@@ -8,7 +8,7 @@ from rest_framework.response import Response
 
 from annotation.access import physician_for
 from annotation.models import Conversation, Criterion, Subset, SubsetVersion
-from annotation.subset_versions import subset_version_freeze
+from annotation.services.subset_versions import subset_version_freeze
 from healthbench_web.api_permissions import ReadersOnly
 
 
@@ -18,7 +18,18 @@ class CriterionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Criterion
-        fields = ["id", "conversation", "position", "text", "points", "tags", "level", "axis", "cluster", "flagged_for_review"]
+        fields = [
+            "id",
+            "conversation",
+            "position",
+            "text",
+            "points",
+            "tags",
+            "level",
+            "axis",
+            "cluster",
+            "flagged_for_review",
+        ]
 
 
 class RubricItemSerializer(serializers.ModelSerializer):
@@ -117,7 +128,11 @@ class SubsetVersionSerializer(serializers.ModelSerializer):
 
 def _versions():
     # The snapshot can hold megabytes of rubrics: list views never load it.
-    return SubsetVersion.objects.select_related("subset").defer("snapshot").annotate(n_conversations=Count("conversations"))
+    return (
+        SubsetVersion.objects.select_related("subset")
+        .defer("snapshot")
+        .annotate(n_conversations=Count("conversations"))
+    )
 
 
 class SubsetSerializer(serializers.ModelSerializer):
@@ -139,7 +154,11 @@ class SubsetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         versions = Prefetch("versions", _versions().order_by("number"))
-        return Subset.objects.annotate(n_conversations=Count("members", distinct=True)).prefetch_related(versions).order_by("name")
+        return (
+            Subset.objects.annotate(n_conversations=Count("members", distinct=True))
+            .prefetch_related(versions)
+            .order_by("name")
+        )
 
     def perform_create(self, serializer):
         serializer.save(kind=Subset.Kind.CUSTOM)
@@ -149,7 +168,9 @@ class SubsetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def freeze(self, request, name=None):
         version, created = subset_version_freeze(subset=self.get_object(), frozen_by=physician_for(request.user))
         version = _versions().get(pk=version.pk)
-        return Response(SubsetVersionSerializer(version).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(
+            SubsetVersionSerializer(version).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
 
 
 class SubsetVersionViewSet(viewsets.ReadOnlyModelViewSet):

@@ -1,6 +1,13 @@
 from django.urls import path
 
-from annotation import views, views_curation, views_drafts, views_ideal, views_labels, views_rubric, views_votes
+from annotation.views import conversations as views
+from annotation.views import curation as views_curation
+from annotation.views import curator as views_curator
+from annotation.views import drafts as views_drafts
+from annotation.views import ideal as views_ideal
+from annotation.views import labels as views_labels
+from annotation.views import rubric as views_rubric
+from annotation.views import votes as views_votes
 
 urlpatterns = [
     path("conversations/", views.conversation_list, name="conversation_list"),
@@ -35,4 +42,20 @@ urlpatterns = [
     path("curator/assignments/", views_curation.assignments, name="assignments"),
     path("curator/physicians/", views_curation.physicians, name="physicians"),
     path("curator/physicians/<uuid:code>/status/", views_curation.physician_status, name="physician_status"),
+    # Curators' data pages: import, subsets, consensus overview, statistics.
+    path("curator/import/", views_curator.curator_import, name="curator_import"),
+    path("curator/subsets/", views_curator.curator_subsets, name="curator_subsets"),
+    path("curator/subsets/<slug:name>/", views_curator.curator_subset, name="curator_subset"),
+    path("curator/subsets/<slug:name>/filter/", views_curator.curator_subset_filter, name="curator_subset_filter"),
+    path("curator/subsets/<slug:name>/pick/", views_curator.curator_subset_pick, name="curator_subset_pick"),
+    path(
+        "curator/subsets/<slug:name>/rebuild/",
+        views_curator.curator_subset_rebuild_consensus,
+        name="curator_subset_rebuild",
+    ),
+    path("curator/subsets/<slug:name>/hard/", views_curator.curator_subset_build_hard, name="curator_subset_hard"),
+    path("curator/subsets/<slug:name>/freeze/", views_curator.curator_subset_freeze, name="curator_subset_freeze"),
+    path("curator/subsets/<slug:name>/export/", views_curator.curator_subset_export, name="curator_subset_export"),
+    path("curator/consensus/", views_curator.curator_consensus, name="curator_consensus"),
+    path("stats/", views_curator.curator_stats, name="curator_stats"),
 ]

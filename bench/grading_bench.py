@@ -134,9 +134,9 @@ def process_tree_cpu(root: int) -> float:
 
 
 def run_pipeline(server, source, args) -> dict:
-    from grading.grading_service import run_launch
     from grading.models import Grade, Run
-    from grading.run_plan import EndpointSpec, RunSpec
+    from grading.pipeline.estimate import EndpointSpec, RunSpec
+    from grading.pipeline.runs import run_launch
 
     log = Path(tempfile.mkstemp(suffix=".log")[1])
     env = {**os.environ, "LOG_LEVEL": "WARNING"}
@@ -187,7 +187,7 @@ def baseline_child(url: str, prompts_file: str, threads: int) -> None:
 
     import openai
 
-    from grading.grader_prompt import parse_answer
+    from grading.pipeline.grader_prompt import parse_answer
 
     prompts = json.loads(Path(prompts_file).read_text())
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=3, timeout=30)
@@ -211,8 +211,8 @@ def baseline_child(url: str, prompts_file: str, threads: int) -> None:
 
 
 def run_baseline(server, source, args) -> dict:
-    from grading.grader_prompt import DEFAULT_TEMPLATE, conversation_block, render, rubric_item
     from grading.models import Grade
+    from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, conversation_block, render, rubric_item
 
     prompts = [
         render(

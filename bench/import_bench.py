@@ -31,7 +31,8 @@ def main() -> None:
     rows = [json.loads(x) for x in lines]
     n_criteria = [len(r["rubrics"]) for r in rows]
     print(
-        f"file: {args.conversations} conversations, {sum(n_criteria)} criteria (median {statistics.median(n_criteria):.0f}), "
+        f"file: {args.conversations} conversations, {sum(n_criteria)} criteria (median "
+        f"{statistics.median(n_criteria):.0f}), "
         f"{path.stat().st_size / 1e6:.1f} MB"
     )
 
@@ -43,7 +44,7 @@ def main() -> None:
     assert len(parsed) == args.conversations
 
     fresh_postgres(args.database)
-    from annotation.healthbench_import import import_healthbench_lines
+    from annotation.formats.importer import import_healthbench_lines
     from annotation.models import Conversation, Criterion
 
     start = time.perf_counter()
@@ -62,8 +63,14 @@ def main() -> None:
     path.unlink()
     print(summary)
     print(f"baseline  json parse only        {parse_seconds:8.2f} s")
-    print(f"import    into PostgreSQL         {import_seconds:8.2f} s   ratio {import_seconds / parse_seconds:5.1f}x parse (target <= 10x, <= 30 s)")
-    print(f"re-import (merge, no change)      {reimport_seconds:8.2f} s   ratio {reimport_seconds / parse_seconds:5.1f}x parse")
+    print(
+        f"import    into PostgreSQL         {import_seconds:8.2f} s   ratio "
+        f"{import_seconds / parse_seconds:5.1f}x parse (target <= 10x, <= 30 s)"
+    )
+    print(
+        f"re-import (merge, no change)      {reimport_seconds:8.2f} s   ratio "
+        f"{reimport_seconds / parse_seconds:5.1f}x parse"
+    )
     ok = import_seconds <= 30 and import_seconds <= 10 * parse_seconds
     print("target met" if ok else "TARGET MISSED")
 

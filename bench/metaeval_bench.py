@@ -222,10 +222,10 @@ def main() -> None:
     print(f"labels: {N_LABELS} over {N_CATEGORIES} categories, {n_items} items, {n_physicians} physicians")
 
     fresh_postgres(args.database)
-    from grading import metaeval
-    from grading.grader_labels_import import grader_labels_import
-    from grading.metaeval_import import meta_eval_import
-    from grading.metaeval_report import report_json, run_meta_eval_analysis, run_meta_eval_report
+    from grading.metaeval import agreement as metaeval
+    from grading.metaeval.grader_labels import grader_labels_import
+    from grading.metaeval.importer import meta_eval_import
+    from grading.metaeval.report import report_json, run_meta_eval_analysis, run_meta_eval_report
 
     with tempfile.TemporaryDirectory() as tmp:
         meta, labels = Path(tmp) / "meta.jsonl", Path(tmp) / "grader.jsonl"
@@ -251,7 +251,7 @@ def main() -> None:
     cold = time.perf_counter() - cold
     report_seconds, _ = best_of(3, lambda: report_json(run_meta_eval_report(run=run, seed=0)))
     analysis = run_meta_eval_analysis(run=run, seed=0)
-    from grading.metaeval_data import run_labels
+    from grading.metaeval.selectors import run_labels
 
     select_seconds, data = best_of(3, lambda: run_labels(run=run))
     assert data.n_items == n_items and data.labels.item.size == N_LABELS

@@ -30,7 +30,7 @@ def build(*, database: str, conversations: int, physicians: int, rounds: int) ->
     from django.db import connection
     from django.db.models import Count
 
-    from annotation.healthbench_import import import_healthbench_lines
+    from annotation.formats.importer import import_healthbench_lines
     from annotation.models import (
         Assignment,
         ConsensusCriterion,

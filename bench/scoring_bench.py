@@ -1,7 +1,7 @@
 """A paper-size run report from PostgreSQL, beside the reference's own aggregation.
 
 The run: 5,000 conversations x 16 samples, median 11 criteria (~880,000 grades), written
-straight into a fresh database with insert_rows (not timed). Timed: grading.run_report.run_report,
+straight into a fresh database with insert_rows (not timed). Timed: grading.reports.report.run_report,
 the function the run_report command, the report page and the downloads call, end to end from
 the database. Baseline: simple-evals' ``_aggregate_get_clipped_mean`` on the same per-example
 metrics, loaded from the reference's source at run time (--reference-dir, default
@@ -120,10 +120,10 @@ def load_run(n_conversations: int, samples: int, seed: int = 0):
     """Import a synthetic dataset, then write one imported run's responses and grades with insert_rows."""
     from django.db import transaction
 
-    from annotation.healthbench_import import import_healthbench_lines
+    from annotation.formats.importer import import_healthbench_lines
     from annotation.models import Criterion
     from grading.models import Grade, Response, Run
-    from grading.run_import import GRADE_COLUMNS, RESPONSE_COLUMNS
+    from grading.reports.run_import import GRADE_COLUMNS, RESPONSE_COLUMNS
     from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
     import_healthbench_lines((line.encode() for line in healthbench_lines(n_conversations, seed)), subset_name="bench")
@@ -170,8 +170,8 @@ def load_run(n_conversations: int, samples: int, seed: int = 0):
 
 def per_example_metrics(run):
     """The per-example metric dicts the reference aggregates, from our own per-response scores."""
-    from grading import scoring
-    from grading.run_data import run_grades_get
+    from grading.reports import scoring
+    from grading.reports.selectors import run_grades_get
 
     scores = scoring.score_grades(**run_grades_get(run=run).score_arrays())
     names = list(scores["metrics"])
@@ -193,8 +193,8 @@ def main() -> None:
     args = parser.parse_args()
 
     fresh_postgres(args.database)
-    from grading.run_data import run_grades_get
-    from grading.run_report import run_report, run_report_cached
+    from grading.reports.report import run_report, run_report_cached
+    from grading.reports.selectors import run_grades_get
 
     start = time.perf_counter()
     run, n_grades = load_run(args.conversations, args.samples)

@@ -9,13 +9,13 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response as ApiResponse
 
 from annotation.models import Subset
-from grading.grader_prompt import DEFAULT_TEMPLATE
-from grading.grading_service import run_cancel, run_launch
-from grading.metaeval_report import run_meta_eval_report
+from grading.metaeval.report import run_meta_eval_report
 from grading.models import Grade, Run
-from grading.run_plan import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
-from grading.run_progress import run_progress
-from grading.run_report import run_report_cached
+from grading.pipeline.estimate import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
+from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
+from grading.pipeline.progress import run_progress
+from grading.pipeline.runs import run_cancel, run_launch
+from grading.reports.report import run_report_cached
 from healthbench_web.api_permissions import ResearchersWrite
 
 
@@ -173,7 +173,9 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def grades(self, request, name=None):
         run = self.get_object()
-        query = Grade.objects.filter(run=run).select_related("response__conversation").order_by("response_id", "position")
+        query = (
+            Grade.objects.filter(run=run).select_related("response__conversation").order_by("response_id", "position")
+        )
         if request.query_params.get("status"):
             query = query.filter(status=request.query_params["status"])
         if request.query_params.get("prompt_id"):

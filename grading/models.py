@@ -91,8 +91,12 @@ class Run(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=200, unique=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    subset_version = models.ForeignKey(SubsetVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
-    grader_config = models.ForeignKey(GraderConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    subset_version = models.ForeignKey(
+        SubsetVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    grader_config = models.ForeignKey(
+        GraderConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     policy_model = models.CharField(max_length=200, blank=True)
     samples = models.PositiveIntegerField(default=1)
     use_cache = models.BooleanField(default=True)

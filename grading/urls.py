@@ -1,8 +1,7 @@
 from django.urls import include, path
 
 urlpatterns = [
-    path("", include("grading.urls_runs")),
-    path("", include("grading.urls_reports")),
-    path("", include("grading.urls_metaeval")),
-    path("", include("grading.urls_compare")),
+    path("", include("grading.pipeline.urls")),
+    path("", include("grading.reports.urls")),
+    path("", include("grading.metaeval.urls")),
 ]

@@ -32,9 +32,7 @@ def db_json(value: Any) -> str:
 
 
 def _check_columns(model: type[Model], columns: Sequence[str]) -> None:
-    required = {
-        f.column for f in model._meta.concrete_fields if not f.null and not f.primary_key
-    }
+    required = {f.column for f in model._meta.concrete_fields if not f.null and not f.primary_key}
     missing = required - set(columns)
     if missing:
         raise ValueError(f"insert into {model._meta.db_table} lacks required columns {sorted(missing)}")
@@ -62,7 +60,7 @@ def insert_rows(model: type[Model], columns: Sequence[str], rows: Sequence[Seque
             )
             ids = sorted(r[0] for r in cursor.fetchall())
             with cursor.cursor.copy(f"COPY {table} ({all_columns}) FROM STDIN") as copy:
-                for pk, row in zip(ids, rows):
+                for pk, row in zip(ids, rows, strict=True):
                     copy.write_row((pk, *row))
         else:
             # BEGIN IMMEDIATE (settings) holds SQLite's write lock for the whole transaction.
@@ -71,6 +69,7 @@ def insert_rows(model: type[Model], columns: Sequence[str], rows: Sequence[Seque
             ids = list(range(first, first + len(rows)))
             marks = ", ".join(["%s"] * (len(columns) + 1))
             cursor.executemany(
-                f"INSERT INTO {table} ({all_columns}) VALUES ({marks})", [(pk, *row) for pk, row in zip(ids, rows)]
+                f"INSERT INTO {table} ({all_columns}) VALUES ({marks})",
+                [(pk, *row) for pk, row in zip(ids, rows, strict=True)],
             )
     return ids

@@ -6,4 +6,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "healthbench_web.settings")
 
 app = Celery("healthbench_web")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# The grading tasks live in grading.pipeline.tasks, not in an app's top-level tasks module.
+app.autodiscover_tasks(lambda: ["grading.pipeline"])

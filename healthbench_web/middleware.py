@@ -14,7 +14,9 @@ class RejectNulBytes:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest):
-        if "\x00" in request.path or any("\x00" in key or any("\x00" in v for v in values) for key, values in request.GET.lists()):
+        if "\x00" in request.path or any(
+            "\x00" in key or any("\x00" in v for v in values) for key, values in request.GET.lists()
+        ):
             return HttpResponseBadRequest("NUL bytes are not allowed in a URL.")
         if request.content_type == "application/json" and (b"\\u0000" in request.body or b"\x00" in request.body):
             return HttpResponseBadRequest("NUL characters are not allowed in a request body.")

@@ -164,7 +164,10 @@ STORAGES = {
 # needs no server and still lets a separate worker process take the tasks.
 REDIS_URL = env_str("REDIS_URL", "")
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
-BROKER_DIR = VAR_DIR / "broker"
+# The test suite gives each session a broker folder and a queue of its own (tests/isolation.py),
+# so that a development worker on the same folder or Redis never takes a test's tasks.
+BROKER_DIR = Path(env_str("CELERY_BROKER_DIR", str(VAR_DIR / "broker")))
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("in", "processed", "control"):

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from annotation import views as annotation_views
+from annotation.views import conversations as annotation_views
 
 urlpatterns = [
     path("", annotation_views.home, name="home"),
@@ -16,7 +16,6 @@ urlpatterns = [
     path("password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("healthz/", annotation_views.healthz, name="healthz"),
     path("", include("annotation.urls")),
-    path("", include("annotation.urls_curator")),
     path("", include("grading.urls")),
     path("api/", include("healthbench_web.api_urls")),
     path("admin/", admin.site.urls),

@@ -41,7 +41,9 @@ def consensus_row(prompt_id: str = "p-c", theme: str = "emergency_referrals") ->
         example_tags=[f"theme:{theme}", "physician_agreed_category:emergent"],
         rubrics=[
             rubric_item("Tells the user to call emergency services now.", 9),
-            rubric_item("Recommends urgent care with the right urgency.", 5, "completeness", cluster="emergency_behaviour"),
+            rubric_item(
+                "Recommends urgent care with the right urgency.", 5, "completeness", cluster="emergency_behaviour"
+            ),
             rubric_item("Is vague about what to do next.", -5, "communication_quality"),
             rubric_item("Contains only accurate information.", 5, "accuracy", cluster="emergency_accuracy"),
         ],

@@ -82,7 +82,10 @@ def test_lists_are_paginated_and_filtered(dataset):
     page = client.get("/api/conversations/?theme=hedging").json()
     assert page["count"] == 1 and page["results"][0]["prompt_id"] == "p-1"
     clusters = client.get("/api/criteria/?level=cluster").json()
-    assert clusters["count"] == 2 and {c["cluster"] for c in clusters["results"]} == {"cluster:emergency_behaviour", "cluster:emergency_accuracy"}
+    assert clusters["count"] == 2 and {c["cluster"] for c in clusters["results"]} == {
+        "cluster:emergency_behaviour",
+        "cluster:emergency_accuracy",
+    }
 
 
 def test_a_token_is_issued_for_a_username_and_password():

@@ -5,8 +5,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import Physician
-from grading import llm
 from grading.models import Run
+from grading.pipeline import client as llm
 from healthbench_web.celery import app
 from tests.grading_data import imported_run
 from tests.people import person
@@ -46,7 +46,9 @@ def _launch(server, source, **extra) -> dict:
     }
 
 
-@pytest.mark.parametrize("role, expected", [(Physician.Role.PHYSICIAN, 403), (Physician.Role.RESEARCHER, 200), (Physician.Role.CURATOR, 200)])
+@pytest.mark.parametrize(
+    "role, expected", [(Physician.Role.PHYSICIAN, 403), (Physician.Role.RESEARCHER, 200), (Physician.Role.CURATOR, 200)]
+)
 def test_runs_are_listed_for_researchers_and_curators(source, role, expected):
     response = _client(role).get("/api/runs/")
     assert response.status_code == expected
@@ -55,14 +57,18 @@ def test_runs_are_listed_for_researchers_and_curators(source, role, expected):
 
 
 def test_a_dry_run_returns_the_estimate_and_launches_nothing(source, llm_server):
-    response = _client(Physician.Role.RESEARCHER).post("/api/runs/", _launch(llm_server, source, dry_run=True), format="json")
+    response = _client(Physician.Role.RESEARCHER).post(
+        "/api/runs/", _launch(llm_server, source, dry_run=True), format="json"
+    )
     assert response.status_code == 200
     estimate = response.json()["estimate"]
     assert estimate["grader_calls"] == source.grades.count() and estimate["total_tokens"] > 0
     assert not Run.objects.filter(name="regrade").exists()
 
 
-def test_a_researcher_launches_a_run_and_reads_its_status_grades_and_report(source, llm_server, django_capture_on_commit_callbacks):
+def test_a_researcher_launches_a_run_and_reads_its_status_grades_and_report(
+    source, llm_server, django_capture_on_commit_callbacks
+):
     client = _client(Physician.Role.RESEARCHER)
     with django_capture_on_commit_callbacks(execute=True):
         created = client.post("/api/runs/", _launch(llm_server, source), format="json")
@@ -79,7 +85,9 @@ def test_a_researcher_launches_a_run_and_reads_its_status_grades_and_report(sour
 
 def test_a_bad_launch_lists_every_problem(source, llm_server):
     response = _client(Physician.Role.RESEARCHER).post(
-        "/api/runs/", _launch(llm_server, source, name=source.name, grader_base_url="ftp://x", concurrency=0), format="json"
+        "/api/runs/",
+        _launch(llm_server, source, name=source.name, grader_base_url="ftp://x", concurrency=0),
+        format="json",
     )
     assert response.status_code == 400
     problems = " ".join(response.json()["non_field_errors"])
@@ -87,7 +95,10 @@ def test_a_bad_launch_lists_every_problem(source, llm_server):
 
 
 def test_physicians_cannot_launch_runs(source, llm_server):
-    assert _client(Physician.Role.PHYSICIAN).post("/api/runs/", _launch(llm_server, source), format="json").status_code == 403
+    assert (
+        _client(Physician.Role.PHYSICIAN).post("/api/runs/", _launch(llm_server, source), format="json").status_code
+        == 403
+    )
     assert not Run.objects.filter(name="regrade").exists()
 
 
@@ -111,6 +122,8 @@ def test_a_launch_without_a_response_source_is_explained(source, llm_server):
 
 def test_a_nul_character_in_a_json_body_is_a_bad_request(source):
     response = _client(Physician.Role.RESEARCHER).post(
-        "/api/runs/", '{"name": "x", "grader_model": "g", "responses_from": "a\\u0000b"}', content_type="application/json"
+        "/api/runs/",
+        '{"name": "x", "grader_model": "g", "responses_from": "a\\u0000b"}',
+        content_type="application/json",
     )
     assert response.status_code == 400

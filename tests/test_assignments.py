@@ -228,7 +228,7 @@ def test_the_assignment_page_costs_the_same_queries_however_many_physicians(worl
 
 
 def test_a_clash_with_another_curator_changes_nothing_and_says_so(world, monkeypatch):
-    from annotation import views_curation
+    from annotation.views import curation as views_curation
 
     def clash(**kwargs):
         raise IntegrityError("one_assignment_per_physician_kind_conversation")

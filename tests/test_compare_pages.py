@@ -23,8 +23,14 @@ def runs(tmp_path):
             for criterion in conversation.criteria.order_by("position"):
                 met = met_first if criterion.position == 0 else criterion.points < 0 and False
                 Grade.objects.create(
-                    run=run, response=response, criterion=criterion, position=criterion.position,
-                    criterion_text=criterion.text, points=criterion.points, tags=criterion.tags, met=met,
+                    run=run,
+                    response=response,
+                    criterion=criterion,
+                    position=criterion.position,
+                    criterion_text=criterion.text,
+                    points=criterion.points,
+                    tags=criterion.tags,
+                    met=met,
                 )
         made[name] = run
     return made

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from grading.comparison import length_controlled_win_rate, metric_differences
+from grading.reports.comparison import length_controlled_win_rate, metric_differences
 
 
 def test_differences_are_b_minus_a_of_clipped_means_with_an_interval():
@@ -47,6 +47,11 @@ def test_win_rate_is_undefined_without_comparable_pairs():
 
 def test_unscored_responses_are_left_out_of_the_win_rate():
     out = length_controlled_win_rate(
-        conversation_a=[1, 1], length_a=[10, 10], score_a=[np.nan, 0.2], conversation_b=[1], length_b=[10], score_b=[0.1]
+        conversation_a=[1, 1],
+        length_a=[10, 10],
+        score_a=[np.nan, 0.2],
+        conversation_b=[1],
+        length_b=[10],
+        score_b=[0.1],
     )
     assert (out["losses"], out["pairs_counted"]) == (1, 1)

@@ -62,7 +62,12 @@ def test_only_curators_import_and_edit_subsets(client, role, status, dataset):
     client.force_login(person("someone", role))
     assert client.get(reverse("curator_import")).status_code == status
     assert client.post(reverse("curator_subset_freeze", args=["picked"])).status_code == status
-    assert client.post(reverse("curator_subset_pick", args=["picked"]), {"prompt_ids": "p-1", "action": "remove"}).status_code == status
+    assert (
+        client.post(
+            reverse("curator_subset_pick", args=["picked"]), {"prompt_ids": "p-1", "action": "remove"}
+        ).status_code
+        == status
+    )
     assert Subset.objects.get(name="picked").conversations.count() == 2
 
 
@@ -83,11 +88,15 @@ def test_anonymous_visitors_are_sent_to_log_in(client):
 def test_a_curator_creates_filters_freezes_and_exports_a_subset(client, curator, dataset):
     response = client.post(reverse("curator_subsets"), {"name": "emergencies", "description": "ER cases"})
     assert response.status_code == 302
-    client.post(reverse("curator_subset_filter", args=["emergencies"]), {"themes": ["emergency_referrals"], "mode": "add"})
+    client.post(
+        reverse("curator_subset_filter", args=["emergencies"]), {"themes": ["emergency_referrals"], "mode": "add"}
+    )
     assert list(Subset.objects.get(name="emergencies").conversations.values_list("prompt_id", flat=True)) == ["p-2"]
     client.post(reverse("curator_subset_freeze", args=["emergencies"]))
     version = SubsetVersion.objects.get(subset__name="emergencies")
-    exported = b"".join(client.get(reverse("curator_subset_export", args=["emergencies"]) + "?frozen=1").streaming_content)
+    exported = b"".join(
+        client.get(reverse("curator_subset_export", args=["emergencies"]) + "?frozen=1").streaming_content
+    )
     assert [json.loads(x)["prompt_id"] for x in exported.splitlines()] == ["p-2"]
     assert version.number == 1
     page = client.get(reverse("curator_subset", args=["emergencies"])).content.decode()
@@ -95,7 +104,9 @@ def test_a_curator_creates_filters_freezes_and_exports_a_subset(client, curator,
 
 
 def test_hand_picking_an_unknown_prompt_id_is_refused(client, curator, dataset):
-    response = client.post(reverse("curator_subset_pick", args=["picked"]), {"prompt_ids": "p-1\nnope", "action": "remove"}, follow=True)
+    response = client.post(
+        reverse("curator_subset_pick", args=["picked"]), {"prompt_ids": "p-1\nnope", "action": "remove"}, follow=True
+    )
     assert "Unknown prompt_id(s): nope" in response.content.decode()
     assert Subset.objects.get(name="picked").conversations.count() == 2
 
@@ -110,11 +121,17 @@ def test_consensus_overview_counts_votes_and_agreement(client, curator, dataset)
     conversation = Conversation.objects.get(prompt_id="p-1")
     for name, applies in [("a", True), ("b", True), ("c", False)]:
         voter = person(name, Physician.Role.PHYSICIAN)
-        ConsensusVote.objects.create(physician=voter.physician, conversation=conversation, consensus_criterion=entry, applies=applies)
+        ConsensusVote.objects.create(
+            physician=voter.physician, conversation=conversation, consensus_criterion=entry, applies=applies
+        )
     removed = person("gone", Physician.Role.PHYSICIAN, status=Physician.Status.REMOVED)
     trial = person("new", Physician.Role.PHYSICIAN, status=Physician.Status.TRIAL)
-    ConsensusVote.objects.create(physician=trial.physician, conversation=conversation, consensus_criterion=entry, applies=False)
-    ConsensusVote.objects.create(physician=removed.physician, conversation=conversation, consensus_criterion=entry, applies=False)
+    ConsensusVote.objects.create(
+        physician=trial.physician, conversation=conversation, consensus_criterion=entry, applies=False
+    )
+    ConsensusVote.objects.create(
+        physician=removed.physician, conversation=conversation, consensus_criterion=entry, applies=False
+    )
     row_ = next(r for r in client.get(reverse("curator_consensus")).context["rows"] if r["entry"] == entry)
     assert (row_["applies"], row_["does_not_apply"], row_["attached"]) == (2, 1, 1)
     assert row_["pairwise_agreement"] == pytest.approx(1 / 3)

@@ -12,10 +12,15 @@ from tests.conftest import REPO
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
-    env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(60), ALLOWED_HOSTS="studio.example.org", VAR_DIR=str(tmp_path))
+    env.update(
+        DEBUG="0", SECRET_KEY=secrets.token_urlsafe(60), ALLOWED_HOSTS="studio.example.org", VAR_DIR=str(tmp_path)
+    )
     done = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=REPO, env=env, capture_output=True, text=True,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no issues" in done.stdout

@@ -5,7 +5,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from annotation.healthbench_file import RubricItem, format_row, parse_line
+from annotation.formats.healthbench import RubricItem, format_row, parse_line
 from annotation.models import Assignment, Conversation
 from tests.workspace import client_for, htmx, make_world
 

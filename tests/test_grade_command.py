@@ -7,9 +7,9 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from grading import llm
 from grading.models import Grade, GraderConfig, Run, RunBatch
-from grading.run_report import run_report
+from grading.pipeline import client as llm
+from grading.reports.report import run_report
 from healthbench_web.celery import app
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of
 

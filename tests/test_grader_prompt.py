@@ -5,7 +5,7 @@ import hashlib
 
 import pytest
 
-from grading import grader_prompt as gp
+from grading.pipeline import grader_prompt as gp
 
 MESSAGES = [
     {"role": "user", "content": "My child has a fever of 39 C."},

@@ -10,13 +10,14 @@ from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Conversation, Subset
-from grading import llm
-from grading.batch_service import Outcome, batch_claim, batch_run, request_key
-from grading.grader_prompt import template_hash
-from grading.grading_service import MAX_BATCH_FAILURES, run_cancel, run_launch, run_resume, runs_sweep
 from grading.models import Grade, Response, Run, RunBatch
-from grading.run_plan import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan
-from grading.run_report import run_report
+from grading.pipeline import client as llm
+from grading.pipeline.batches import Outcome, batch_claim, batch_run, request_key
+from grading.pipeline.endpoint import Endpoint
+from grading.pipeline.estimate import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan
+from grading.pipeline.grader_prompt import template_hash
+from grading.pipeline.runs import MAX_BATCH_FAILURES, run_cancel, run_launch, run_resume, runs_sweep
+from grading.reports.report import run_report
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of
 
 pytest_plugins = ["tests.llm_server"]
@@ -194,14 +195,14 @@ def test_a_run_without_the_cache_calls_the_grader_again(server):
 
 
 def test_the_request_key_changes_with_the_grader_the_template_and_the_prompt():
-    point = llm.Endpoint(base_url="http://x/v1", model="g", api_key_env="", temperature=0, max_tokens=9, timeout=1)
+    point = Endpoint(base_url="http://x/v1", model="g", api_key_env="", temperature=0, max_tokens=9, timeout=1)
     key = request_key(point, "hash", "prompt")
     assert len(key) == 64
     assert request_key(point, "hash", "prompt") == key
     assert request_key(point, "other", "prompt") != key
     assert request_key(point, "hash", "prompt!") != key
-    assert request_key(llm.Endpoint(**{**point.__dict__, "model": "h"}), "hash", "prompt") != key
-    assert request_key(llm.Endpoint(**{**point.__dict__, "timeout": 5}), "hash", "prompt") == key
+    assert request_key(Endpoint(**{**point.__dict__, "model": "h"}), "hash", "prompt") != key
+    assert request_key(Endpoint(**{**point.__dict__, "timeout": 5}), "hash", "prompt") == key
 
 
 def test_failed_grades_are_not_reused(server):

@@ -55,5 +55,11 @@ def test_importing_the_samples_twice_changes_nothing():
     before = (Conversation.objects.count(), Criterion.objects.count())
     _import_all_three()
     assert (Conversation.objects.count(), Criterion.objects.count()) == before
-    expected = len({r["prompt_id"] for n in ("eval_sample.jsonl", "hard_sample.jsonl", "consensus_sample.jsonl") for r in _rows(sample_file(n))})
+    expected = len(
+        {
+            r["prompt_id"]
+            for n in ("eval_sample.jsonl", "hard_sample.jsonl", "consensus_sample.jsonl")
+            for r in _rows(sample_file(n))
+        }
+    )
     assert before[0] == expected

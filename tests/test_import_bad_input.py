@@ -59,7 +59,10 @@ def test_it_rejects_eleven_points(tmp_path, capsys):
 def test_it_rejects_fractional_points(tmp_path, capsys):
     data = row("p-2", rubrics=[rubric_item("Says hello.", 5), rubric_item("Says bye.", 2.5)])
     _import_fails(
-        tmp_path, line(data), match="line 2, field rubrics[1].points: must be a whole number from -10 to 10, not 2.5", capsys=capsys
+        tmp_path,
+        line(data),
+        match="line 2, field rubrics[1].points: must be a whole number from -10 to 10, not 2.5",
+        capsys=capsys,
     )
 
 
@@ -83,12 +86,20 @@ def test_it_rejects_a_conversation_that_ends_with_the_assistant(tmp_path, capsys
     data = row("p-2")
     data["prompt"].append({"content": "Drink water.", "role": "assistant"})
     _import_fails(
-        tmp_path, line(data), match="line 2, field prompt[3].role: the conversation must end with a user turn", capsys=capsys
+        tmp_path,
+        line(data),
+        match="line 2, field prompt[3].role: the conversation must end with a user turn",
+        capsys=capsys,
     )
 
 
 def test_it_rejects_a_duplicate_prompt_id_within_a_file(tmp_path, capsys):
-    _import_fails(tmp_path, line(row("good-1")), match="line 2, field prompt_id: 'good-1' already appears on line 1", capsys=capsys)
+    _import_fails(
+        tmp_path,
+        line(row("good-1")),
+        match="line 2, field prompt_id: 'good-1' already appears on line 1",
+        capsys=capsys,
+    )
 
 
 def test_it_rejects_invalid_utf8(tmp_path, capsys):
@@ -98,17 +109,26 @@ def test_it_rejects_invalid_utf8(tmp_path, capsys):
 
 def test_it_rejects_an_unknown_axis(tmp_path, capsys):
     data = row("p-2", rubrics=[{"criterion": "Says hello.", "points": 3, "tags": ["level:example", "axis:kindness"]}])
-    _import_fails(tmp_path, line(data), match="line 2, field rubrics[0].tags: needs exactly one axis tag", capsys=capsys)
+    _import_fails(
+        tmp_path, line(data), match="line 2, field rubrics[0].tags: needs exactly one axis tag", capsys=capsys
+    )
 
 
 def test_it_rejects_a_cluster_criterion_without_its_cluster_tag(tmp_path, capsys):
     data = row("p-2", rubrics=[{"criterion": "Says hello.", "points": 5, "tags": ["level:cluster", "axis:accuracy"]}])
-    _import_fails(tmp_path, line(data), match="rubrics[0].tags: a level:cluster criterion needs exactly one cluster: tag", capsys=capsys)
+    _import_fails(
+        tmp_path,
+        line(data),
+        match="rubrics[0].tags: a level:cluster criterion needs exactly one cluster: tag",
+        capsys=capsys,
+    )
 
 
 def test_it_rejects_an_unknown_row_field(tmp_path, capsys):
     data = row("p-2", prompt_response="extra")
-    _import_fails(tmp_path, line(data), match="line 2, field prompt_response: is not a field of a HealthBench row", capsys=capsys)
+    _import_fails(
+        tmp_path, line(data), match="line 2, field prompt_response: is not a field of a HealthBench row", capsys=capsys
+    )
 
 
 def test_it_lists_every_bad_line_not_just_the_first(tmp_path, capsys):
@@ -130,7 +150,11 @@ def test_the_command_exits_non_zero_with_the_line_on_stderr(tmp_path):
     path.write_bytes(json.dumps(row("p-1", rubrics=[rubric_item("Says hello.", 0)])).encode() + b"\n")
     env = {"VAR_DIR": str(tmp_path / "var"), "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
-        [sys.executable, "manage.py", "import_healthbench", str(path)], cwd=REPO, env=env, capture_output=True, text=True
+        [sys.executable, "manage.py", "import_healthbench", str(path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode != 0
     assert "line 1, field rubrics[0].points" in done.stderr

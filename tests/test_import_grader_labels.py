@@ -6,7 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from grading.metaeval_import import meta_eval_import
+from grading.metaeval.importer import meta_eval_import
 from grading.models import Grade, Run
 from tests.metaeval_rows import CATEGORY, OTHER_CATEGORY, grader_row, lines, meta_row, rubric, write
 

@@ -164,7 +164,10 @@ def test_a_dataset_row_completes_a_conversation_first_seen_in_a_meta_eval_file(t
         "p-9",
         prompt=MESSAGES,
         example_tags=["theme:hedging", "physician_agreed_category:hedges"],
-        rubrics=[rubric_item("Says when to see a doctor.", 7), rubric_item(rubric(CATEGORY), 5, "accuracy", cluster=CATEGORY[8:])],
+        rubrics=[
+            rubric_item("Says when to see a doctor.", 7),
+            rubric_item(rubric(CATEGORY), 5, "accuracy", cluster=CATEGORY[8:]),
+        ],
     )
     main = tmp_path / "main.jsonl"
     write(main, data)

@@ -12,9 +12,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Criterion
-from grading import run_import as run_import_module
 from grading.models import Grade, Response, Run
-from grading.results_file import ResultsInvalid, parse_results
+from grading.reports import run_import as run_import_module
+from grading.reports.results_file import ResultsInvalid, parse_results
 from tests import healthbench_rows as rows
 
 # --- writing results files ------------------------------------------------------------------

@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from grading import llm
-from grading.llm import CallFailed, Endpoint, RetryPolicy, ask_grader, chat
-from grading.rate_limit import LocalRateLimiter, RedisRateLimiter
-from grading.run_slots import LocalSlots, RedisSlots
+from grading.pipeline import client as llm
+from grading.pipeline.client import CallFailed, RetryPolicy, ask_grader, chat
+from grading.pipeline.endpoint import Endpoint, EndpointConfigError
+from grading.pipeline.rate_limit import LocalRateLimiter, RedisRateLimiter
+from grading.pipeline.slots import LocalSlots, RedisSlots
 
 pytest_plugins = ["tests.llm_server"]
 
@@ -132,7 +133,7 @@ def test_a_non_boolean_verdict_is_asked_again_a_bounded_number_of_times(llm_serv
 
 def test_a_named_api_key_variable_that_is_not_set_is_a_configuration_error(monkeypatch):
     monkeypatch.delenv("HB_TEST_KEY", raising=False)
-    with pytest.raises(llm.EndpointConfigError, match="HB_TEST_KEY"):
+    with pytest.raises(EndpointConfigError, match="HB_TEST_KEY"):
         Endpoint(base_url="", model="m", api_key_env="HB_TEST_KEY", temperature=0, max_tokens=1, timeout=1).api_key()
 
 
@@ -238,7 +239,7 @@ def test_local_slots_are_shared_fairly_by_the_tasks_of_one_process():
 
 
 def test_two_tasks_of_a_run_share_its_bound_fairly_and_never_exceed_it():
-    from grading.engine import run_lanes
+    from grading.pipeline.engine import run_lanes
 
     in_flight = {"now": 0, "most": 0, "both_at_once": False}
     running: dict[str, int] = {"a": 0, "b": 0}

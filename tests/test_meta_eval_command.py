@@ -12,10 +12,10 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
 from annotation.models import Criterion, Physician
-from grading import metaeval
-from grading.grader_labels_import import grader_labels_import
-from grading.metaeval_import import meta_eval_import
-from grading.metaeval_report import CSV_COLUMNS
+from grading.metaeval import agreement as metaeval
+from grading.metaeval.grader_labels import grader_labels_import
+from grading.metaeval.importer import meta_eval_import
+from grading.metaeval.report import CSV_COLUMNS
 from grading.models import Grade, Response, Run
 from tests.conftest import FIXTURES, sample_file
 from tests.metaeval_rows import CATEGORY, OTHER_CATEGORY, grader_rows_for, lines, meta_row, physician

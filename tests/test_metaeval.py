@@ -1,4 +1,4 @@
-"""grading.metaeval: agreement figures against the public reference, and our additions.
+"""grading.metaeval.agreement: agreement figures against the public reference, and our additions.
 
 The golden files in fixtures/metaeval hold inputs and the output of the reference
 implementation (openai/simple-evals ``healthbench_meta_eval.py``), produced outside this
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grading import metaeval
-from grading.metaeval import MetaEvalLabels, labels_from_rows
+from grading.metaeval import agreement as metaeval
+from grading.metaeval.agreement import MetaEvalLabels, labels_from_rows
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "metaeval"
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "healthbench-samples"

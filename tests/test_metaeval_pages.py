@@ -8,8 +8,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from annotation.models import Physician
-from grading.grader_labels_import import grader_labels_import
-from grading.metaeval_import import meta_eval_import
+from grading.metaeval.grader_labels import grader_labels_import
+from grading.metaeval.importer import meta_eval_import
 from grading.models import Run
 from tests.metaeval_rows import CATEGORY, OTHER_CATEGORY, grader_rows_for, lines, meta_row
 

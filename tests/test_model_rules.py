@@ -38,8 +38,12 @@ def test_prompt_id_is_unique(conversation):
 
 def test_one_vote_per_physician_per_item(conversation, physician):
     entry = ConsensusCriterion.objects.create(cluster="cluster:a", text="t", axis="accuracy")
-    ConsensusVote.objects.create(physician=physician, conversation=conversation, consensus_criterion=entry, applies=True)
-    _fails(model=ConsensusVote, physician=physician, conversation=conversation, consensus_criterion=entry, applies=False)
+    ConsensusVote.objects.create(
+        physician=physician, conversation=conversation, consensus_criterion=entry, applies=True
+    )
+    _fails(
+        model=ConsensusVote, physician=physician, conversation=conversation, consensus_criterion=entry, applies=False
+    )
 
 
 def test_one_label_per_physician_per_response_and_criterion(conversation, physician):
@@ -70,4 +74,13 @@ def test_one_grade_per_run_response_and_criterion(conversation):
     run = Run.objects.create(name="r")
     response = Response.objects.create(conversation=conversation, text="Hi")
     Grade.objects.create(run=run, response=response, criterion=criterion, criterion_text="x", points=3, met=True)
-    _fails(model=Grade, run=run, response=response, criterion=criterion, criterion_text="x", points=3, met=False, position=1)
+    _fails(
+        model=Grade,
+        run=run,
+        response=response,
+        criterion=criterion,
+        criterion_text="x",
+        points=3,
+        met=False,
+        position=1,
+    )

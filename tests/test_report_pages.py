@@ -10,9 +10,9 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from annotation.models import Physician
-from grading import run_report as run_report_module
 from grading.models import Grade, Response, Run
-from grading.run_report import run_report
+from grading.reports import report as run_report_module
+from grading.reports.report import run_report
 from tests import healthbench_rows as rows
 from tests.test_import_run import graded_row, import_dataset, import_run, write_results
 from tests.test_run_report import import_fixture

@@ -9,10 +9,10 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Physician
-from grading.batch_service import batch_run
-from grading.grading_service import run_launch
 from grading.models import Run, RunBatch
-from grading.run_plan import EndpointSpec, RunSpec
+from grading.pipeline.batches import batch_run
+from grading.pipeline.estimate import EndpointSpec, RunSpec
+from grading.pipeline.runs import run_launch
 from tests.grading_data import imported_run
 
 pytest_plugins = ["tests.llm_server"]

@@ -16,9 +16,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Conversation, Criterion, Subset, SubsetVersion
-from grading import scoring
 from grading.models import Grade, Response, Run
-from grading.run_report import run_report
+from grading.reports import scoring
+from grading.reports.report import run_report
 from tests import healthbench_rows as rows
 from tests.conftest import sample_file
 from tests.test_import_run import graded_row, import_dataset, import_run, result_example, write_results

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from grading import scoring
-from grading.scoring import MET, MISSING, NOT_MET
+from grading.reports import scoring
+from grading.reports.scoring import MET, MISSING, NOT_MET
 
 FIXTURES = Path(__file__).parent / "fixtures" / "scoring"
 DATASETS = ["mixed", "mostly_negative", "bootstrap"]

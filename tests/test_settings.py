@@ -10,9 +10,14 @@ from tests.conftest import REPO
 
 
 def _load_settings(tmp_path, **env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DEBUG")}
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DEBUG")
+    }
     clean.update({"VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "healthbench_web.settings", **env})
-    code = "import django; django.setup(); from django.conf import settings; print(settings.DATABASES['default']['ENGINE'], settings.CONSENSUS_MIN_AGREE, settings.CELERY_BROKER_URL)"
+    code = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.DATABASES['default']['ENGINE'], settings.CONSENSUS_MIN_AGREE, settings.CELERY_BROKER_URL)"
+    )
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=clean, capture_output=True, text=True)
 
 

@@ -2,7 +2,7 @@ import pytest
 from django.core.management import call_command
 
 from annotation.models import Conversation, Subset
-from annotation.subset_builders import (
+from annotation.services.subset_builders import (
     consensus_subset_build,
     filtered_conversations,
     hardest_conversations,
@@ -80,8 +80,13 @@ def _graded_run(name: str, scores: dict[str, list[bool]]) -> None:
         for index, met in enumerate(samples):
             response = Response.objects.create(conversation=conversation, text="r", sample_index=index)
             Grade.objects.create(
-                run=run, response=response, criterion=criterion, criterion_text=criterion.text,
-                points=criterion.points, tags=criterion.tags, met=met,
+                run=run,
+                response=response,
+                criterion=criterion,
+                criterion_text=criterion.text,
+                points=criterion.points,
+                tags=criterion.tags,
+                met=met,
             )
 
 

@@ -2,7 +2,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Criterion, SubsetVersion
-from annotation.subset_versions import version_content_hash
+from annotation.services.subset_versions import version_content_hash
 from tests.healthbench_rows import consensus_row, row, write
 
 pytestmark = pytest.mark.django_db

@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import Count
 
 from grading.models import Grade, Run, RunBatch
-from grading.run_report import run_report
+from grading.reports.report import run_report
 from tests.conftest import REPO
 from tests.grading_data import imported_run
 

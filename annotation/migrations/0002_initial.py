@@ -5,88 +5,121 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('annotation', '0001_initial'),
-        ('grading', '0001_initial'),
+        ("annotation", "0001_initial"),
+        ("grading", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='physicianlabel',
-            name='response',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='physician_labels', to='grading.response'),
+            model_name="physicianlabel",
+            name="response",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="physician_labels", to="grading.response"
+            ),
         ),
         migrations.AddField(
-            model_name='subsetmember',
-            name='conversation',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='annotation.conversation'),
+            model_name="subsetmember",
+            name="conversation",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="annotation.conversation"
+            ),
         ),
         migrations.AddField(
-            model_name='subsetmember',
-            name='subset',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='members', to='annotation.subset'),
+            model_name="subsetmember",
+            name="subset",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="members", to="annotation.subset"
+            ),
         ),
         migrations.AddField(
-            model_name='subset',
-            name='conversations',
-            field=models.ManyToManyField(related_name='subsets', through='annotation.SubsetMember', to='annotation.conversation'),
+            model_name="subset",
+            name="conversations",
+            field=models.ManyToManyField(
+                related_name="subsets", through="annotation.SubsetMember", to="annotation.conversation"
+            ),
         ),
         migrations.AddField(
-            model_name='subsetversion',
-            name='conversations',
-            field=models.ManyToManyField(blank=True, related_name='subset_versions', to='annotation.conversation'),
+            model_name="subsetversion",
+            name="conversations",
+            field=models.ManyToManyField(blank=True, related_name="subset_versions", to="annotation.conversation"),
         ),
         migrations.AddField(
-            model_name='subsetversion',
-            name='frozen_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='annotation.physician'),
+            model_name="subsetversion",
+            name="frozen_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="annotation.physician",
+            ),
         ),
         migrations.AddField(
-            model_name='subsetversion',
-            name='subset',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='versions', to='annotation.subset'),
+            model_name="subsetversion",
+            name="subset",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="versions", to="annotation.subset"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='physician',
-            constraint=models.CheckConstraint(condition=models.Q(('user__isnull', False), ('anonymized_id__isnull', False), _connector='OR'), name='physician_has_user_or_anonymized_id'),
+            model_name="physician",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("user__isnull", False), ("anonymized_id__isnull", False), _connector="OR"),
+                name="physician_has_user_or_anonymized_id",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='idealresponse',
-            constraint=models.UniqueConstraint(condition=models.Q(('from_dataset', True)), fields=('conversation',), name='one_dataset_ideal_per_conversation'),
+            model_name="idealresponse",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("from_dataset", True)),
+                fields=("conversation",),
+                name="one_dataset_ideal_per_conversation",
+            ),
         ),
         migrations.AddIndex(
-            model_name='criterion',
-            index=models.Index(fields=['conversation', 'position'], name='criterion_rubric_order'),
+            model_name="criterion",
+            index=models.Index(fields=["conversation", "position"], name="criterion_rubric_order"),
         ),
         migrations.AddConstraint(
-            model_name='criterion',
-            constraint=models.CheckConstraint(condition=models.Q(('points__gte', -10), ('points__lte', 10), models.Q(('points', 0), _negated=True)), name='criterion_points_in_range_nonzero'),
+            model_name="criterion",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("points__gte", -10), ("points__lte", 10), models.Q(("points", 0), _negated=True)),
+                name="criterion_points_in_range_nonzero",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='criterion',
-            constraint=models.UniqueConstraint(condition=models.Q(('consensus_criterion__isnull', False)), fields=('conversation', 'consensus_criterion'), name='one_attachment_per_consensus_criterion'),
+            model_name="criterion",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("consensus_criterion__isnull", False)),
+                fields=("conversation", "consensus_criterion"),
+                name="one_attachment_per_consensus_criterion",
+            ),
         ),
         migrations.AddIndex(
-            model_name='consensusvote',
-            index=models.Index(fields=['conversation', 'consensus_criterion'], name='vote_tally'),
+            model_name="consensusvote",
+            index=models.Index(fields=["conversation", "consensus_criterion"], name="vote_tally"),
         ),
         migrations.AddConstraint(
-            model_name='consensusvote',
-            constraint=models.UniqueConstraint(fields=('physician', 'conversation', 'consensus_criterion'), name='one_vote_per_physician_item'),
+            model_name="consensusvote",
+            constraint=models.UniqueConstraint(
+                fields=("physician", "conversation", "consensus_criterion"), name="one_vote_per_physician_item"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='physicianlabel',
-            constraint=models.UniqueConstraint(fields=('physician', 'response', 'criterion'), name='one_label_per_physician_item'),
+            model_name="physicianlabel",
+            constraint=models.UniqueConstraint(
+                fields=("physician", "response", "criterion"), name="one_label_per_physician_item"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='subsetmember',
-            constraint=models.UniqueConstraint(fields=('subset', 'conversation'), name='one_membership_per_subset'),
+            model_name="subsetmember",
+            constraint=models.UniqueConstraint(fields=("subset", "conversation"), name="one_membership_per_subset"),
         ),
         migrations.AddConstraint(
-            model_name='subsetversion',
-            constraint=models.UniqueConstraint(fields=('subset', 'number'), name='one_version_number_per_subset'),
+            model_name="subsetversion",
+            constraint=models.UniqueConstraint(fields=("subset", "number"), name="one_version_number_per_subset"),
         ),
     ]

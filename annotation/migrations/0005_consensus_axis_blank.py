@@ -4,15 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0004_physician_workspace'),
+        ("annotation", "0004_physician_workspace"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='consensuscriterion',
-            name='axis',
-            field=models.CharField(blank=True, choices=[('completeness', 'Completeness'), ('accuracy', 'Accuracy'), ('context_awareness', 'Context Awareness'), ('communication_quality', 'Communication Quality'), ('instruction_following', 'Instruction Following')], max_length=32),
+            model_name="consensuscriterion",
+            name="axis",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("completeness", "Completeness"),
+                    ("accuracy", "Accuracy"),
+                    ("context_awareness", "Context Awareness"),
+                    ("communication_quality", "Communication Quality"),
+                    ("instruction_following", "Instruction Following"),
+                ],
+                max_length=32,
+            ),
         ),
     ]

@@ -5,119 +5,170 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0005_consensus_axis_blank'),
-        ('grading', '0001_initial'),
+        ("annotation", "0005_consensus_axis_blank"),
+        ("grading", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RunBatch',
+            name="RunBatch",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('cancelled', 'Cancelled'), ('failed', 'Failed')], default='queued', max_length=16)),
-                ('response_ids', models.JSONField(blank=True, default=list)),
-                ('conversation_ids', models.JSONField(blank=True, default=list)),
-                ('items', models.PositiveIntegerField(help_text='Grades this batch adds when complete')),
-                ('claims', models.PositiveIntegerField(default=0)),
-                ('failures', models.PositiveSmallIntegerField(default=0)),
-                ('lease_until', models.DateTimeField(blank=True, null=True)),
-                ('touched', models.DateTimeField()),
-                ('failed_samples', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.PositiveIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("cancelled", "Cancelled"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("response_ids", models.JSONField(blank=True, default=list)),
+                ("conversation_ids", models.JSONField(blank=True, default=list)),
+                ("items", models.PositiveIntegerField(help_text="Grades this batch adds when complete")),
+                ("claims", models.PositiveIntegerField(default=0)),
+                ("failures", models.PositiveSmallIntegerField(default=0)),
+                ("lease_until", models.DateTimeField(blank=True, null=True)),
+                ("touched", models.DateTimeField()),
+                ("failed_samples", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['run', 'number'],
+                "ordering": ["run", "number"],
             },
         ),
         migrations.AddField(
-            model_name='grade',
-            name='request_key',
+            model_name="grade",
+            name="request_key",
             field=models.CharField(blank=True, max_length=64, null=True),
         ),
         migrations.AddField(
-            model_name='graderconfig',
-            name='prompt_template',
+            model_name="graderconfig",
+            name="prompt_template",
             field=models.TextField(blank=True),
         ),
         migrations.AddField(
-            model_name='graderconfig',
-            name='requests_per_minute',
-            field=models.PositiveIntegerField(blank=True, help_text='Empty for no limit', null=True),
+            model_name="graderconfig",
+            name="requests_per_minute",
+            field=models.PositiveIntegerField(blank=True, help_text="Empty for no limit", null=True),
         ),
         migrations.AddField(
-            model_name='graderconfig',
-            name='tokens_per_minute',
-            field=models.PositiveIntegerField(blank=True, help_text='Empty for no limit', null=True),
+            model_name="graderconfig",
+            name="tokens_per_minute",
+            field=models.PositiveIntegerField(blank=True, help_text="Empty for no limit", null=True),
         ),
         migrations.AddField(
-            model_name='response',
-            name='run',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='sampled_responses', to='grading.run'),
+            model_name="response",
+            name="run",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="sampled_responses",
+                to="grading.run",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='concurrency',
+            model_name="run",
+            name="concurrency",
             field=models.PositiveIntegerField(default=16),
         ),
         migrations.AddField(
-            model_name='run',
-            name='error',
+            model_name="run",
+            name="error",
             field=models.TextField(blank=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='policy_config',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='policy_runs', to='grading.graderconfig'),
+            model_name="run",
+            name="policy_config",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="policy_runs",
+                to="grading.graderconfig",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='responses_from',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='regrades', to='grading.run'),
+            model_name="run",
+            name="responses_from",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="regrades",
+                to="grading.run",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='subset',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='annotation.subset'),
+            model_name="run",
+            name="subset",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="runs",
+                to="annotation.subset",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='total_items',
+            model_name="run",
+            name="total_items",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddIndex(
-            model_name='grade',
-            index=models.Index(fields=['request_key'], name='grade_request_key'),
+            model_name="grade",
+            index=models.Index(fields=["request_key"], name="grade_request_key"),
         ),
         migrations.AddConstraint(
-            model_name='graderconfig',
-            constraint=models.CheckConstraint(condition=models.Q(('timeout_seconds__gt', 0)), name='grader_timeout_positive'),
+            model_name="graderconfig",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("timeout_seconds__gt", 0)), name="grader_timeout_positive"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='response',
-            constraint=models.UniqueConstraint(condition=models.Q(('run__isnull', False)), fields=('run', 'conversation', 'sample_index'), name='one_sample_per_run_index'),
+            model_name="response",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("run__isnull", False)),
+                fields=("run", "conversation", "sample_index"),
+                name="one_sample_per_run_index",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.CheckConstraint(condition=models.Q(('concurrency__gte', 1)), name='run_concurrency_positive'),
+            model_name="run",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("concurrency__gte", 1)), name="run_concurrency_positive"
+            ),
         ),
         migrations.AddField(
-            model_name='runbatch',
-            name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='batches', to='grading.run'),
+            model_name="runbatch",
+            name="run",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="batches", to="grading.run"
+            ),
         ),
         migrations.AddIndex(
-            model_name='runbatch',
-            index=models.Index(fields=['status', 'lease_until'], name='batch_status_lease'),
+            model_name="runbatch",
+            index=models.Index(fields=["status", "lease_until"], name="batch_status_lease"),
         ),
         migrations.AddConstraint(
-            model_name='runbatch',
-            constraint=models.UniqueConstraint(fields=('run', 'number'), name='one_batch_number_per_run'),
+            model_name="runbatch",
+            constraint=models.UniqueConstraint(fields=("run", "number"), name="one_batch_number_per_run"),
         ),
         migrations.AddConstraint(
-            model_name='runbatch',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'running'), _negated=True), ('lease_until__isnull', False), _connector='OR'), name='running_batch_has_lease'),
+            model_name="runbatch",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status", "running"), _negated=True), ("lease_until__isnull", False), _connector="OR"
+                ),
+                name="running_batch_has_lease",
+            ),
         ),
     ]

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.subset_builders import consensus_subset_build, hard_subset_build
+from annotation.services.subset_builders import consensus_subset_build, hard_subset_build
 from grading.models import Run
 
 

@@ -3,9 +3,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.healthbench_export import export_subset_lines
+from annotation.formats.exporter import export_subset_lines
 from annotation.models import Subset, SubsetVersion
-from annotation.subset_versions import export_version_lines
+from annotation.services.subset_versions import export_version_lines
 
 
 class Command(BaseCommand):
@@ -16,7 +16,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--subset", required=True, help="subset name, e.g. all, hard, consensus")
-        parser.add_argument("--frozen", type=int, metavar="N", help="export frozen version N (default: the subset as it is now)")
+        parser.add_argument(
+            "--frozen", type=int, metavar="N", help="export frozen version N (default: the subset as it is now)"
+        )
         parser.add_argument("--out", type=Path, help="output file (default: standard output)")
 
     def handle(self, *args, subset: str, out: Path | None, frozen: int | None = None, **options):
@@ -31,7 +33,9 @@ class Command(BaseCommand):
             try:
                 lines = export_version_lines(chosen.versions.get(number=frozen))
             except SubsetVersion.DoesNotExist:
-                numbers = ", ".join(str(n) for n in chosen.versions.values_list("number", flat=True)) or "none frozen yet"
+                numbers = (
+                    ", ".join(str(n) for n in chosen.versions.values_list("number", flat=True)) or "none frozen yet"
+                )
                 raise CommandError(f"subset {subset!r} has no version {frozen} (versions: {numbers})") from None
         count = 0
         if out is None:

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Subset
-from annotation.subset_versions import subset_version_freeze
+from annotation.services.subset_versions import subset_version_freeze
 
 
 class Command(BaseCommand):
@@ -22,5 +22,6 @@ class Command(BaseCommand):
         version, created = subset_version_freeze(subset=chosen)
         state = "frozen as" if created else "unchanged since"
         self.stdout.write(
-            f"{subset}: {state} version {version.number} ({len(version.snapshot)} conversations, sha256 {version.content_hash})"
+            f"{subset}: {state} version {version.number} ({len(version.snapshot)} conversations, sha256 "
+            f"{version.content_hash})"
         )

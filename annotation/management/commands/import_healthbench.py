@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.healthbench_import import ImportFailed, import_healthbench_lines
+from annotation.formats.importer import ImportFailed, import_healthbench_lines
 
 
 class Command(BaseCommand):
@@ -28,7 +28,9 @@ class Command(BaseCommand):
         except ImportFailed as exc:
             for error in exc.errors:
                 self.stderr.write(f"{file}: {error}")
-            raise CommandError(f"{file}: not imported ({len(exc.errors)} error(s)); the database is unchanged") from None
+            raise CommandError(
+                f"{file}: not imported ({len(exc.errors)} error(s)); the database is unchanged"
+            ) from None
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         for warning in summary.warnings:

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.healthbench_import import ImportFailed, ImportSummary, import_healthbench_lines
+from annotation.formats.importer import ImportFailed, ImportSummary, import_healthbench_lines
 from annotation.models import ConsensusVote, Conversation, Criterion, Physician, PhysicianLabel
 from grading.models import Grade, Response, Run
 

@@ -16,11 +16,11 @@ import time
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Subset
-from grading.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
-from grading.grading_service import run_cancel, run_launch, run_resume
 from grading.models import Run
-from grading.run_plan import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
-from grading.run_progress import run_progress
+from grading.pipeline.estimate import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
+from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
+from grading.pipeline.progress import run_progress
+from grading.pipeline.runs import run_cancel, run_launch, run_resume
 
 POLL_SECONDS = 2.0
 STALL_HINT_SECONDS = 30.0

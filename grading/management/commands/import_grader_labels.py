@@ -2,8 +2,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.healthbench_import import ImportFailed
-from grading.grader_labels_import import grader_labels_import
+from annotation.formats.importer import ImportFailed
+from grading.metaeval.grader_labels import grader_labels_import
 
 
 class Command(BaseCommand):

@@ -2,8 +2,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.healthbench_import import ImportFailed
-from grading.metaeval_import import META_EVAL_SUBSET, meta_eval_import
+from annotation.formats.importer import ImportFailed
+from grading.metaeval.importer import META_EVAL_SUBSET, meta_eval_import
 
 
 class Command(BaseCommand):

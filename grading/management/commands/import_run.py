@@ -3,8 +3,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from grading.results_file import ResultsInvalid, parse_results
-from grading.run_import import RunImportFailed, format_prompt_ids, run_import
+from grading.reports.results_file import ResultsInvalid, parse_results
+from grading.reports.run_import import RunImportFailed, format_prompt_ids, run_import
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from grading.metaeval_report import (
+from grading.metaeval.report import (
     CSV_COLUMNS,
     DEFAULT_SEED,
     N_RESAMPLES,

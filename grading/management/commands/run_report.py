@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from grading.models import Run
-from grading.run_report import DEFAULT_SEED, report_csv, run_report
+from grading.reports.report import DEFAULT_SEED, report_csv, run_report
 
 
 class Command(BaseCommand):

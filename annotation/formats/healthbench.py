@@ -1,0 +1,296 @@
+"""The public HealthBench eval file format: one JSON object per line.
+
+Pure Python, no Django: parsing and validating a line into a `HealthBenchRow`, and writing a
+row back out exactly as the public files do (Python `json.dumps` default style, keys in the
+public order), so that export(import(line)) == line.
+"""
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+ROW_KEYS = ("example_tags", "ideal_completions_data", "prompt", "prompt_id", "rubrics", "canary")
+REQUIRED_KEYS = ("example_tags", "ideal_completions_data", "prompt", "prompt_id", "rubrics")
+IDEAL_KEYS = ("ideal_completion", "ideal_completions_group", "ideal_completions_ref_completions")
+ROLES = ("system", "user", "assistant")
+AXES = ("completeness", "accuracy", "context_awareness", "communication_quality", "instruction_following")
+MAX_PROMPT_ID = 100
+
+
+@dataclass(frozen=True)
+class RowError:
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" + (f", field {self.field}" if self.field else "")
+        return f"{where}: {self.message}"
+
+
+class RowInvalid(Exception):
+    def __init__(self, error: RowError):
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(frozen=True)
+class RubricItem:
+    criterion: str
+    points: int
+    tags: tuple[str, ...]
+
+    @property
+    def level(self) -> str:
+        return _tag_info(self.tags).level
+
+    @property
+    def axis(self) -> str:
+        return _tag_info(self.tags).axis
+
+    @property
+    def cluster(self) -> str | None:
+        """The full `cluster:...` tag of a consensus criterion, else None."""
+        return _tag_info(self.tags).cluster
+
+    def key(self) -> tuple[str, int, tuple[str, ...]]:
+        return (self.criterion, self.points, self.tags)
+
+
+@dataclass(frozen=True)
+class TagInfo:
+    level: str
+    axis: str
+    cluster: str | None
+    problem: str | None
+
+
+@functools.lru_cache(maxsize=4096)
+def _tag_info(tags: tuple[str, ...]) -> TagInfo:
+    # A file holds only a few dozen distinct tag lists: check and read each once.
+    levels = [t for t in tags if t.startswith("level:")]
+    axes = [t for t in tags if t.startswith("axis:")]
+    clusters = [t for t in tags if t.startswith("cluster:")]
+    problem = None
+    if len(set(tags)) != len(tags):
+        problem = f"tag {next(t for t in tags if tags.count(t) > 1)!r} appears twice"
+    elif levels not in (["level:example"], ["level:cluster"]):
+        problem = "needs exactly one level tag, level:example or level:cluster"
+    elif len(axes) != 1 or axes[0][5:] not in AXES:
+        problem = f"needs exactly one axis tag, one of {', '.join('axis:' + a for a in AXES)}"
+    elif levels == ["level:cluster"] and len(clusters) != 1:
+        problem = "a level:cluster criterion needs exactly one cluster: tag"
+    elif levels == ["level:example"] and clusters:
+        problem = "a level:example criterion cannot carry a cluster: tag"
+    return TagInfo(
+        level=levels[0][6:] if levels else "",
+        axis=axes[0][5:] if axes else "",
+        cluster=clusters[0] if clusters else None,
+        problem=problem,
+    )
+
+
+@dataclass(frozen=True)
+class IdealData:
+    completion: str
+    group: str
+    ref_completions: tuple[str, ...]
+
+
+@dataclass
+class HealthBenchRow:
+    line: int
+    prompt_id: str
+    messages: list[dict[str, str]]
+    example_tags: list[str]
+    rubrics: list[RubricItem]
+    ideal: IdealData | None
+    canary: str | None
+    theme: str = field(default="")
+
+
+def _fail(line: int, field_name: str, message: str) -> RowInvalid:
+    return RowInvalid(RowError(line, field_name, message))
+
+
+def _is_int(value: Any) -> bool:
+    # JSON true/false arrive as bool, which is an int subclass in Python.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _string_list(line: int, name: str, value: Any, *, unique: bool) -> list[str]:
+    if not isinstance(value, list):
+        raise _fail(line, name, f"must be a list of strings, not {type(value).__name__}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise _fail(line, f"{name}[{i}]", f"must be a string, not {json.dumps(item)}")
+    if unique and len(set(value)) != len(value):
+        duplicate = next(t for t in value if value.count(t) > 1)
+        raise _fail(line, name, f"tag {duplicate!r} appears twice")
+    return value
+
+
+def parse_messages(line: int, value: Any) -> list[dict[str, str]]:
+    if not isinstance(value, list):
+        raise _fail(line, "prompt", f"must be a list of messages, not {type(value).__name__}")
+    if not value:
+        raise _fail(line, "prompt", "the conversation is empty: it needs at least one user turn")
+    messages = []
+    for i, message in enumerate(value):
+        where = f"prompt[{i}]"
+        if not isinstance(message, dict):
+            raise _fail(line, where, "must be an object with role and content")
+        for key in ("role", "content"):
+            if key not in message:
+                raise _fail(line, f"{where}.{key}", "is missing")
+        extra = sorted(set(message) - {"role", "content"})
+        if extra:
+            raise _fail(line, f"{where}.{extra[0]}", "is not a field of a message (only role and content)")
+        if message["role"] not in ROLES:
+            raise _fail(line, f"{where}.role", f"unknown role {message['role']!r}: use one of {', '.join(ROLES)}")
+        if not isinstance(message["content"], str):
+            raise _fail(line, f"{where}.content", "must be a string")
+        messages.append({"content": message["content"], "role": message["role"]})
+    if messages[-1]["role"] != "user":
+        raise _fail(
+            line,
+            f"prompt[{len(messages) - 1}].role",
+            f"the conversation must end with a user turn, not {messages[-1]['role']}",
+        )
+    return messages
+
+
+def _parse_rubric_item(line: int, i: int, value: Any) -> RubricItem:
+    where = f"rubrics[{i}]"
+    if not isinstance(value, dict):
+        raise _fail(line, where, "must be an object with criterion, points and tags")
+    for key in ("criterion", "points", "tags"):
+        if key not in value:
+            raise _fail(line, f"{where}.{key}", "is missing")
+    extra = sorted(set(value) - {"criterion", "points", "tags"})
+    if extra:
+        raise _fail(line, f"{where}.{extra[0]}", "is not a field of a rubric item (only criterion, points, tags)")
+    text = value["criterion"]
+    if not isinstance(text, str) or not text.strip():
+        raise _fail(line, f"{where}.criterion", "must be a non-empty string")
+    points = value["points"]
+    if not _is_int(points):
+        raise _fail(line, f"{where}.points", f"must be a whole number from -10 to 10, not {json.dumps(points)}")
+    if not -10 <= points <= 10:
+        raise _fail(line, f"{where}.points", f"{points} is outside -10..10")
+    if points == 0:
+        raise _fail(line, f"{where}.points", "0 points is not allowed: a criterion rewards or penalises")
+    tags = tuple(_string_list(line, f"{where}.tags", value["tags"], unique=False))
+    problem = _tag_info(tags).problem
+    if problem:
+        raise _fail(line, f"{where}.tags", problem)
+    return RubricItem(criterion=text, points=points, tags=tags)
+
+
+def _parse_ideal(line: int, value: Any) -> IdealData | None:
+    if value is None:
+        return None
+    name = "ideal_completions_data"
+    if not isinstance(value, dict):
+        raise _fail(line, name, "must be null or an object")
+    for key in IDEAL_KEYS:
+        if key not in value:
+            raise _fail(line, f"{name}.{key}", "is missing")
+    extra = sorted(set(value) - set(IDEAL_KEYS))
+    if extra:
+        raise _fail(line, f"{name}.{extra[0]}", "is not a field of ideal_completions_data")
+    if not isinstance(value["ideal_completion"], str):
+        raise _fail(line, f"{name}.ideal_completion", "must be a string")
+    if not isinstance(value["ideal_completions_group"], str):
+        raise _fail(line, f"{name}.ideal_completions_group", "must be a string")
+    refs = _string_list(
+        line, f"{name}.ideal_completions_ref_completions", value["ideal_completions_ref_completions"], unique=False
+    )
+    return IdealData(value["ideal_completion"], value["ideal_completions_group"], tuple(refs))
+
+
+def load_object(line: int, raw: bytes, keys: tuple[str, ...], required: tuple[str, ...], what: str) -> dict:
+    """Decode one JSONL line into an object with only the given keys, or raise RowInvalid."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(line, "", f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _fail(line, "", f"is not valid JSON: {exc.msg} at column {exc.colno} (truncated line?)") from None
+    if not isinstance(data, dict):
+        raise _fail(line, "", "must be a JSON object")
+    for key in required:
+        if key not in data:
+            raise _fail(line, key, "is missing")
+    extra = sorted(set(data) - set(keys))
+    if extra:
+        raise _fail(line, extra[0], f"is not a field of {what} (expected {', '.join(keys)})")
+    return data
+
+
+def parse_line(line: int, raw: bytes) -> HealthBenchRow:
+    """Parse one line of a HealthBench file; raise RowInvalid naming the line and field."""
+    data = load_object(line, raw, ROW_KEYS, REQUIRED_KEYS, "a HealthBench row")
+    prompt_id = data["prompt_id"]
+    if not isinstance(prompt_id, str) or not prompt_id.strip():
+        raise _fail(line, "prompt_id", "must be a non-empty string")
+    if len(prompt_id) > MAX_PROMPT_ID:
+        raise _fail(line, "prompt_id", f"is longer than {MAX_PROMPT_ID} characters")
+    messages = parse_messages(line, data["prompt"])
+    example_tags = _string_list(line, "example_tags", data["example_tags"], unique=True)
+    themes = [t for t in example_tags if t.startswith("theme:")]
+    if len(themes) > 1:
+        raise _fail(line, "example_tags", f"has {len(themes)} theme: tags; a conversation has one theme")
+    if not isinstance(data["rubrics"], list):
+        raise _fail(line, "rubrics", "must be a list of rubric items")
+    if not data["rubrics"]:
+        raise _fail(line, "rubrics", "is empty: a conversation needs at least one criterion to be graded")
+    rubrics = [_parse_rubric_item(line, i, item) for i, item in enumerate(data["rubrics"])]
+    canary = data.get("canary")
+    if "canary" in data and not isinstance(canary, str):
+        raise _fail(line, "canary", "must be a string")
+    return HealthBenchRow(
+        line=line,
+        prompt_id=prompt_id,
+        messages=messages,
+        example_tags=example_tags,
+        rubrics=rubrics,
+        ideal=_parse_ideal(line, data["ideal_completions_data"]),
+        canary=canary,
+        theme=themes[0][len("theme:") :] if themes else "",
+    )
+
+
+def ideal_to_json(ideal: IdealData | None) -> dict | None:
+    if ideal is None:
+        return None
+    return {
+        "ideal_completion": ideal.completion,
+        "ideal_completions_group": ideal.group,
+        "ideal_completions_ref_completions": list(ideal.ref_completions),
+    }
+
+
+def format_row(
+    *,
+    prompt_id: str,
+    messages: list[dict[str, str]],
+    example_tags: list[str],
+    rubrics: list[RubricItem],
+    ideal: IdealData | None,
+    canary: str | None,
+) -> str:
+    """One line of a HealthBench file, byte-compatible with the public files."""
+    row: dict[str, Any] = {
+        "example_tags": list(example_tags),
+        "ideal_completions_data": ideal_to_json(ideal),
+        "prompt": [{"content": m["content"], "role": m["role"]} for m in messages],
+        "prompt_id": prompt_id,
+        "rubrics": [{"criterion": r.criterion, "points": r.points, "tags": list(r.tags)} for r in rubrics],
+    }
+    if canary is not None:
+        row["canary"] = canary
+    return json.dumps(row)

@@ -1,0 +1,77 @@
+from django import forms
+
+from annotation.formats.importer import SUBSET_NAME
+from annotation.models import THEMES, Subset
+
+
+class ImportForm(forms.Form):
+    file = forms.FileField(help_text="A HealthBench eval JSONL file: main, Hard or Consensus.")
+    subset = forms.CharField(
+        required=False, max_length=100, help_text="Also add every conversation to this subset (optional)."
+    )
+
+    def clean_subset(self):
+        name = self.cleaned_data["subset"].strip()
+        if name and not SUBSET_NAME.match(name):
+            raise forms.ValidationError("Use lowercase letters, digits, '-' and '_', starting with a letter or digit.")
+        return name or None
+
+
+class SubsetCreateForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def clean_name(self):
+        name = self.cleaned_data["name"].strip()
+        if not SUBSET_NAME.match(name):
+            raise forms.ValidationError("Use lowercase letters, digits, '-' and '_', starting with a letter or digit.")
+        if Subset.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"A subset named {name!r} already exists.")
+        return name
+
+
+class SubsetFilterForm(forms.Form):
+    MODES = [("add", "Add the matches to the subset"), ("replace", "Replace the members with the matches")]
+    themes = forms.MultipleChoiceField(
+        choices=[(t, t) for t in THEMES], required=False, widget=forms.CheckboxSelectMultiple
+    )
+    from_subsets = forms.ModelMultipleChoiceField(
+        queryset=Subset.objects.all(), to_field_name="name", required=False, label="In subsets"
+    )
+    has_cluster = forms.ChoiceField(
+        choices=[("", "Either"), ("yes", "Has consensus criteria"), ("no", "Has none")], required=False
+    )
+    min_turns = forms.IntegerField(min_value=1, max_value=99, required=False)
+    mode = forms.ChoiceField(choices=MODES, initial="add")
+
+
+class PromptIdsForm(forms.Form):
+    prompt_ids = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="One prompt_id per line.")
+    action = forms.ChoiceField(choices=[("add", "Add"), ("remove", "Remove")])
+
+    def clean_prompt_ids(self):
+        from annotation.models import Conversation
+
+        wanted = [line.strip() for line in self.cleaned_data["prompt_ids"].splitlines() if line.strip()]
+        found = dict(Conversation.objects.filter(prompt_id__in=wanted).values_list("prompt_id", "id"))
+        unknown = [p for p in wanted if p not in found]
+        if unknown:
+            raise forms.ValidationError(
+                f"Unknown prompt_id(s): {', '.join(unknown[:10])}" + (" …" if len(unknown) > 10 else "")
+            )
+        return [found[p] for p in wanted]
+
+
+class HardBuildForm(forms.Form):
+    runs = forms.ModelMultipleChoiceField(
+        queryset=None, to_field_name="name", help_text="The runs whose scores decide which conversations are hard."
+    )
+    n = forms.IntegerField(min_value=1, initial=1000, label="How many conversations")
+
+    def __init__(self, *args, **kwargs):
+        from grading.models import Run
+
+        super().__init__(*args, **kwargs)
+        self.fields["runs"].queryset = Run.objects.filter(status__in=[Run.Status.DONE, Run.Status.IMPORTED]).order_by(
+            "name"
+        )

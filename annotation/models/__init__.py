@@ -1,0 +1,38 @@
+"""The annotation app's models: the dataset (conversations, rubrics, consensus, labels,
+subsets) in dataset.py and the physician workspace (assignments, the rubric audit) in
+workspace.py, which builds on the dataset. Both are re-exported here, as Django expects of
+an app's models module.
+"""
+
+from annotation.models.dataset import (
+    THEMES,
+    Axis,
+    ConsensusCriterion,
+    ConsensusVote,
+    Conversation,
+    Criterion,
+    IdealResponse,
+    Physician,
+    PhysicianLabel,
+    Subset,
+    SubsetMember,
+    SubsetVersion,
+)
+from annotation.models.workspace import Assignment, CriterionEdit
+
+__all__ = [
+    "THEMES",
+    "Assignment",
+    "Axis",
+    "ConsensusCriterion",
+    "ConsensusVote",
+    "Conversation",
+    "Criterion",
+    "CriterionEdit",
+    "IdealResponse",
+    "Physician",
+    "PhysicianLabel",
+    "Subset",
+    "SubsetMember",
+    "SubsetVersion",
+]

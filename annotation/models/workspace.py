@@ -1,0 +1,123 @@
+"""The physician workspace: tasks given to physicians, and the audit of every rubric edit.
+
+Defined here and imported at the end of annotation/models.py, so they belong to the
+annotation app like its other models.
+"""
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from annotation.models.dataset import Conversation, Criterion, IdealResponse, Physician
+
+
+class CriterionEdit(models.Model):
+    """One change to a rubric in the editor: who, when, and the criterion before and after."""
+
+    class Action(models.TextChoices):
+        CREATE = "create"
+        UPDATE = "update"
+        DELETE = "delete"
+
+    # Kept when the criterion is deleted: the audit outlives what it describes.
+    criterion = models.ForeignKey(Criterion, null=True, blank=True, on_delete=models.SET_NULL, related_name="edits")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="criterion_edits")
+    physician = models.ForeignKey(Physician, on_delete=models.PROTECT, related_name="criterion_edits")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    # {text, points, axis} as they were; null before a create and after a delete.
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(action="create", before__isnull=True, after__isnull=False)
+                    | Q(action="update", before__isnull=False, after__isnull=False)
+                    | Q(action="delete", before__isnull=False, after__isnull=True)
+                ),
+                name="criterion_edit_before_after_match_action",
+            ),
+        ]
+        indexes = [
+            # History of one conversation's rubric, newest last (audit page, admin).
+            models.Index(fields=["conversation", "created"], name="criterion_edit_history"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.physician} {self.action} criterion {self.criterion_id} of {self.conversation}"
+
+
+class Assignment(models.Model):
+    """One task given to a physician: write a rubric or an ideal response, vote, or label."""
+
+    class Kind(models.TextChoices):
+        RUBRIC = "rubric", "Write rubric"
+        IDEAL_RESPONSE = "ideal_response", "Write ideal response"
+        CONSENSUS_VOTE = "consensus_vote", "Vote on consensus criteria"
+        LABEL = "label", "Label responses"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        DONE = "done"
+        # Taken back from a removed physician; kept for audit, never counted.
+        CANCELLED = "cancelled"
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    physician = models.ForeignKey(Physician, on_delete=models.CASCADE, related_name="assignments")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="assignments")
+    # A labeling task names one (response, criterion) item; other kinds leave both empty.
+    response = models.ForeignKey(
+        "grading.Response", null=True, blank=True, on_delete=models.CASCADE, related_name="assignments"
+    )
+    criterion = models.ForeignKey(
+        Criterion, null=True, blank=True, on_delete=models.CASCADE, related_name="assignments"
+    )
+    # Ideal-response tasks: what the physician is shown beside the editor.
+    condition = models.CharField(max_length=16, choices=IdealResponse.Condition.choices, blank=True)
+    reference_responses = models.ManyToManyField("grading.Response", blank=True, related_name="+")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    assigned_by = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    completed = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["physician", "kind", "conversation"],
+                condition=~Q(kind="label"),
+                name="one_assignment_per_physician_kind_conversation",
+            ),
+            models.UniqueConstraint(
+                fields=["physician", "response", "criterion"],
+                condition=Q(kind="label"),
+                name="one_label_assignment_per_physician_item",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="label", response__isnull=False, criterion__isnull=False)
+                    | (~Q(kind="label") & Q(response__isnull=True, criterion__isnull=True))
+                ),
+                name="assignment_label_names_its_item",
+            ),
+            models.CheckConstraint(
+                condition=Q(status="done", completed__isnull=False) | ~Q(status="done"),
+                name="assignment_done_has_completed",
+            ),
+        ]
+        indexes = [
+            # A physician's task list and counts by kind (home page), and "next open item" (labeling).
+            models.Index(fields=["physician", "kind", "status"], name="assignment_task_list"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.conversation} for {self.physician} ({self.status})"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status == self.Status.DONE

@@ -1,0 +1,148 @@
+"""Curator pages: assigning work, watching progress and consensus, vetting physicians.
+
+Researchers may read these pages; only curators may change anything.
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotation.access import (
+    HtmxRequest,
+    get_conversation_for_reader,
+    get_physician_for_curator_rw,
+    require_curator,
+    require_staff_reader,
+)
+from annotation.forms.workspace import AssignForm, StatusForm
+from annotation.models import Assignment, Physician
+from annotation.selectors import curation
+from annotation.selectors.consensus import tallies
+from annotation.services.assignments import assignments_create
+from annotation.services.vetting import TRANSITIONS, physician_status_set
+from annotation.views.rendering import wants_fragment
+
+ASSIGN_TEMPLATE = "annotation/assignments.html"
+
+
+def _assign_form(data=None) -> AssignForm:
+    return AssignForm(
+        data,
+        subsets=curation.subset_names(),
+        specialties=curation.specialties(),
+        languages=curation.languages(),
+    )
+
+
+def _selection(form: AssignForm) -> tuple[list[int], int, list[Physician]]:
+    """(conversation ids, up to the limit; how many match in all; matching physicians)."""
+    data = form.cleaned_data
+    conversations = curation.conversations_to_assign(
+        kind=data["kind"], theme=data["theme"], subset=data["subset"], status=data["status"]
+    )
+    ids = list(conversations.values_list("id", flat=True)[: data["limit"]])
+    physicians = curation.physicians_to_assign(
+        specialty=data["specialty"], language=data["language"], statuses=form.statuses()
+    )
+    return ids, conversations.count(), physicians
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def assignments(request: HtmxRequest) -> HttpResponse:
+    role = require_staff_reader(request)
+    if request.method == "POST":
+        curator = require_curator(request)
+        form = _assign_form(request.POST)
+        if form.is_valid():
+            ids, _, physicians = _selection(form)
+            try:
+                summary = assignments_create(
+                    kind=form.cleaned_data["kind"],
+                    conversation_ids=ids,
+                    physicians=physicians,
+                    per_item=form.cleaned_data["per_item"],
+                    assigned_by=curator,
+                    condition=form.cleaned_data["condition"],
+                )
+            except IntegrityError:
+                # Another curator gave out some of the same tasks in the same moment; the unique
+                # constraints refused the duplicates and the whole batch was rolled back.
+                messages.error(
+                    request, "Someone assigned some of these items at the same moment. Nothing changed: try again."
+                )
+            else:
+                (messages.success if summary.created else messages.warning)(request, str(summary).capitalize() + ".")
+            return redirect("assignments")
+    else:
+        form = _assign_form(request.GET or None)
+    preview = None
+    if form.is_bound and form.is_valid():
+        ids, matching, physicians = _selection(form)
+        fields = [(name, form.data.get(name, "")) for name in form.fields]
+        preview = {"conversations": len(ids), "matching": matching, "physicians": physicians, "fields": fields}
+    context = {
+        "form": form,
+        "preview": preview,
+        "can_write": role == Physician.Role.CURATOR,
+        "kinds": Assignment.Kind.choices,
+    }
+    if wants_fragment(request):
+        return render(request, f"{ASSIGN_TEMPLATE}#preview", context)
+    context["progress"] = curation.progress()
+    return render(request, ASSIGN_TEMPLATE, context)
+
+
+@login_required
+@require_GET
+def physicians(request: HtmxRequest) -> HttpResponse:
+    role = require_staff_reader(request)
+    status = request.GET.get("status", "")
+    if status not in Physician.Status.values:
+        status = ""
+    rows = list(curation.physicians_for_vetting(status)[:500])
+    for p in rows:
+        p.next_statuses = TRANSITIONS[p.status]
+    context = {
+        "rows": rows,
+        "status": status,
+        "statuses": Physician.Status.choices,
+        "can_write": role == Physician.Role.CURATOR,
+    }
+    return render(request, "annotation/physicians.html", context)
+
+
+@login_required
+@require_POST
+def physician_status(request: HtmxRequest, code) -> HttpResponse:
+    _, physician = get_physician_for_curator_rw(request, code)
+    form = StatusForm(request.POST)
+    if form.is_valid():
+        try:
+            outcome = physician_status_set(physician=physician, status=form.cleaned_data["status"])
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        else:
+            text = f"{physician} is now {physician.status}."
+            if physician.status == Physician.Status.REMOVED:
+                text += (
+                    f" {outcome.flagged} criteria flagged for review, {outcome.cancelled} open tasks cancelled,"
+                    f" {outcome.recounted} consensus items re-decided without their votes."
+                )
+            messages.success(request, text)
+    else:
+        messages.error(request, "Choose a status.")
+    return redirect("physicians")
+
+
+@login_required
+@require_GET
+def consensus_tally(request: HtmxRequest, code) -> HttpResponse:
+    conversation = get_conversation_for_reader(request, code)
+    return render(
+        request, "annotation/consensus_tally.html", {"conversation": conversation, "tallies": tallies(conversation)}
+    )

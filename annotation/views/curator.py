@@ -1,0 +1,223 @@
+"""Curator pages: import through the browser, subsets and their versions, consensus, statistics."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from annotation.access import physician_for, require_role
+from annotation.formats.exporter import export_subset_lines
+from annotation.formats.importer import ImportFailed, import_healthbench_lines
+from annotation.forms.curator import HardBuildForm, ImportForm, PromptIdsForm, SubsetCreateForm, SubsetFilterForm
+from annotation.models import Physician, Subset, SubsetVersion
+from annotation.selectors.consensus_overview import consensus_overview
+from annotation.selectors.dataset_stats import subset_stats, version_stats
+from annotation.services.subset_builders import (
+    consensus_subset_build,
+    filtered_conversations,
+    hard_subset_build,
+    subset_members_add,
+    subset_members_remove,
+    subset_members_set,
+)
+from annotation.services.subset_versions import export_version_lines, subset_version_freeze
+
+CURATOR = Physician.Role.CURATOR
+READERS = (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
+
+
+def _get_subset(request: HttpRequest, name: str, *roles: str) -> Subset:
+    require_role(request, *(roles or (CURATOR,)))
+    try:
+        return Subset.objects.get(name=name)
+    except Subset.DoesNotExist:
+        raise Http404("No such subset") from None
+
+
+def _get_version(subset: Subset, number: str | int | None) -> SubsetVersion | None:
+    if number in (None, ""):
+        return None
+    try:
+        return subset.versions.get(number=int(number))
+    except (SubsetVersion.DoesNotExist, ValueError):
+        raise Http404("No such version") from None
+
+
+@login_required
+def curator_import(request: HttpRequest) -> HttpResponse:
+    require_role(request, CURATOR)
+    errors, summary = [], None
+    form = ImportForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            summary = import_healthbench_lines(form.cleaned_data["file"], subset_name=form.cleaned_data["subset"])
+        except ImportFailed as exc:
+            errors = exc.errors
+    status = 400 if errors else 200
+    context = {
+        "form": form,
+        "errors": errors,
+        "summary": summary,
+        "filename": getattr(form.cleaned_data.get("file"), "name", "") if form.is_bound and form.is_valid() else "",
+    }
+    return render(request, "curator/import.html", context, status=status)
+
+
+@login_required
+def curator_subsets(request: HttpRequest) -> HttpResponse:
+    require_role(request, CURATOR)
+    form = SubsetCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        subset = Subset.objects.create(name=form.cleaned_data["name"], description=form.cleaned_data["description"])
+        messages.success(request, f"Subset {subset.name} created.")
+        return redirect("curator_subset", name=subset.name)
+    subsets = Subset.objects.annotate(
+        n_members=Count("members", distinct=True), n_versions=Count("versions", distinct=True)
+    )
+    return render(request, "curator/subsets.html", {"subsets": subsets, "form": form})
+
+
+@login_required
+def curator_subset(request: HttpRequest, name: str) -> HttpResponse:
+    subset = _get_subset(request, name)
+    members = subset.members.select_related("conversation").order_by("id")
+    page = Paginator(members, 50).get_page(request.GET.get("page"))
+    context = {
+        "subset": subset,
+        "page": page,
+        "versions": subset.versions.order_by("-number"),
+        "filter_form": SubsetFilterForm(),
+        "ids_form": PromptIdsForm(),
+        "hard_form": HardBuildForm() if subset.kind == Subset.Kind.HARD else None,
+    }
+    return render(request, "curator/subset_detail.html", context)
+
+
+@require_POST
+@login_required
+def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
+    subset = _get_subset(request, name)
+    form = SubsetFilterForm(request.POST)
+    if not form.is_valid():
+        messages.error(
+            request, "The filter is not valid: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        )
+        return redirect("curator_subset", name=name)
+    data = form.cleaned_data
+    has_cluster = {"yes": True, "no": False}.get(data["has_cluster"])
+    ids = list(
+        filtered_conversations(
+            themes=data["themes"],
+            subsets=[s.name for s in data["from_subsets"]],
+            min_turns=data["min_turns"],
+            has_cluster=has_cluster,
+        ).values_list("id", flat=True)
+    )
+    if data["mode"] == "replace":
+        added, removed = subset_members_set(subset=subset, conversation_ids=ids)
+    else:
+        added, removed = subset_members_add(subset=subset, conversation_ids=ids), 0
+    messages.success(request, f"{len(ids)} conversations matched: {added} added, {removed} removed.")
+    return redirect("curator_subset", name=name)
+
+
+@require_POST
+@login_required
+def curator_subset_pick(request: HttpRequest, name: str) -> HttpResponse:
+    subset = _get_subset(request, name)
+    form = PromptIdsForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors.get("prompt_ids", [])) or "Give one prompt_id per line.")
+        return redirect("curator_subset", name=name)
+    ids = form.cleaned_data["prompt_ids"]
+    if form.cleaned_data["action"] == "add":
+        messages.success(request, f"{subset_members_add(subset=subset, conversation_ids=ids)} conversations added.")
+    else:
+        messages.success(
+            request, f"{subset_members_remove(subset=subset, conversation_ids=ids)} conversations removed."
+        )
+    return redirect("curator_subset", name=name)
+
+
+@require_POST
+@login_required
+def curator_subset_rebuild_consensus(request: HttpRequest, name: str) -> HttpResponse:
+    subset = _get_subset(request, name)
+    if subset.kind != Subset.Kind.CONSENSUS:
+        messages.error(request, "Only a Consensus subset is rebuilt from attached consensus criteria.")
+        return redirect("curator_subset", name=name)
+    _, added, removed = consensus_subset_build(name=subset.name)
+    messages.success(request, f"Rebuilt from attached consensus criteria: {added} added, {removed} removed.")
+    return redirect("curator_subset", name=name)
+
+
+@require_POST
+@login_required
+def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
+    subset = _get_subset(request, name)
+    form = HardBuildForm(request.POST)
+    if subset.kind != Subset.Kind.HARD:
+        messages.error(request, "Only a Hard subset is built from run scores.")
+    elif not form.is_valid():
+        messages.error(
+            request,
+            "Pick at least one run and a positive number: " + "; ".join(" ".join(v) for v in form.errors.values()),
+        )
+    else:
+        runs = list(form.cleaned_data["runs"])
+        _, added, removed = hard_subset_build(runs=runs, n=form.cleaned_data["n"], name=subset.name)
+        messages.success(
+            request,
+            f"The {form.cleaned_data['n']} lowest-scoring conversations over {len(runs)} run(s): {added} "
+            f"added, {removed} removed.",
+        )
+    return redirect("curator_subset", name=name)
+
+
+@require_POST
+@login_required
+def curator_subset_freeze(request: HttpRequest, name: str) -> HttpResponse:
+    subset = _get_subset(request, name)
+    version, created = subset_version_freeze(subset=subset, frozen_by=physician_for(request.user))
+    if created:
+        messages.success(request, f"Frozen as version {version.number} (sha256 {version.content_hash[:12]}…).")
+    else:
+        messages.info(request, f"Nothing changed since version {version.number}; no new version.")
+    return redirect("curator_subset", name=name)
+
+
+@login_required
+def curator_subset_export(request: HttpRequest, name: str) -> StreamingHttpResponse:
+    subset = _get_subset(request, name, *READERS)
+    version = _get_version(subset, request.GET.get("frozen"))
+    lines = export_version_lines(version) if version else export_subset_lines(subset)
+    filename = f"{subset.name}-v{version.number}.jsonl" if version else f"{subset.name}.jsonl"
+    response = StreamingHttpResponse((line + "\n" for line in lines), content_type="application/jsonl")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+def curator_consensus(request: HttpRequest) -> HttpResponse:
+    require_role(request, CURATOR)
+    return render(
+        request, "curator/consensus.html", {"rows": consensus_overview(), "min_agree": settings.CONSENSUS_MIN_AGREE}
+    )
+
+
+@login_required
+def curator_stats(request: HttpRequest) -> HttpResponse:
+    require_role(request, *READERS)
+    subsets = list(Subset.objects.prefetch_related("versions").order_by("name"))
+    name = request.GET.get("subset") or (subsets[0].name if subsets else None)
+    stats = version = subset = None
+    if name:
+        subset = _get_subset(request, name, *READERS)
+        version = _get_version(subset, request.GET.get("frozen"))
+        stats = version_stats(version) if version else subset_stats(subset)
+    context = {"subsets": subsets, "subset": subset, "version": version, "stats": stats}
+    return render(request, "curator/stats.html", context)

@@ -1,0 +1,357 @@
+"""Importing meta-eval files (physician labels) and grader-label files: one transaction each.
+
+A meta-eval row becomes: the conversation (matched by prompt_id, or created in subset
+`meta-eval`), the response (matched by completion_id within the conversation), the consensus
+criterion of its category (created from the row's rubric when the catalogue lacks it), that
+criterion attached to the conversation, the anonymized physicians and their labels. Importing
+the same file again finds everything and writes nothing.
+"""
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+from django.db.models.functions import MD5
+
+from annotation.formats.healthbench import RowError
+from annotation.formats.importer import ImportFailed
+from annotation.models import (
+    THEMES,
+    ConsensusCriterion,
+    Conversation,
+    Criterion,
+    Physician,
+    PhysicianLabel,
+    Subset,
+    SubsetMember,
+)
+from grading.metaeval.files import MAX_ERRORS, FileInvalid, MetaEvalRow, parse_meta_eval_lines
+from grading.models import Response
+from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
+
+META_EVAL_SUBSET = "meta-eval"
+CRITERION_COLUMNS = [
+    "conversation_id", "position", "text", "points", "tags", "level", "axis",
+    "consensus_criterion_id", "author_id", "flagged_for_review", "created", "updated",
+]  # fmt: skip
+RESPONSE_COLUMNS = [
+    "code", "conversation_id", "text", "source", "model_name", "parameters", "sample_index", "completion_id",
+    "author_id", "created",
+]  # fmt: skip
+PHYSICIAN_COLUMNS = [
+    "code", "user_id", "anonymized_id", "role", "status", "specialty", "country", "languages", "career_stage",
+    "created",
+]  # fmt: skip
+
+# SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
+CHUNK = 900
+
+
+def _chunks(values: list) -> Iterable[list]:
+    for start in range(0, len(values), CHUNK):
+        yield values[start : start + CHUNK]
+
+
+def _capped(errors: list[RowError]) -> list[RowError]:
+    if len(errors) <= MAX_ERRORS:
+        return errors
+    return [*errors[:MAX_ERRORS], RowError(errors[MAX_ERRORS].line, "", f"stopped after {MAX_ERRORS} errors")]
+
+
+def _md5(text: str) -> str:
+    # Compared with the database's MD5() so that re-imports need not read every stored text back.
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+@dataclass
+class MetaEvalImportSummary:
+    rows: int = 0
+    conversations_created: int = 0
+    conversations_matched: int = 0
+    responses_created: int = 0
+    consensus_criteria_created: int = 0
+    criteria_attached: int = 0
+    physicians_created: int = 0
+    labels_created: int = 0
+    labels_present: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.rows} rows: {self.conversations_created} new conversations ({self.conversations_matched} already "
+            f"known), {self.responses_created} responses, {self.consensus_criteria_created} consensus criteria added "
+            f"to the catalogue, {self.criteria_attached} criteria attached, {self.physicians_created} physicians, "
+            f"{self.labels_created} physician labels added ({self.labels_present} already stored)"
+        )
+
+
+def meta_eval_import(*, lines: Iterable[bytes]) -> MetaEvalImportSummary:
+    """Import a meta-eval JSONL file in one transaction; raise ImportFailed naming lines and fields."""
+    try:
+        parsed = parse_meta_eval_lines(lines)
+    except FileInvalid as exc:
+        raise ImportFailed(exc.errors) from None
+    summary = MetaEvalImportSummary(rows=len(parsed.rows), warnings=list(parsed.warnings))
+    with transaction.atomic():
+        _store_meta_eval(parsed.rows, summary)
+    return summary
+
+
+def _theme_of(cluster: str) -> str:
+    # Cluster tags start with their theme (cluster:emergency_referrals_...); the longest match wins.
+    name = cluster.removeprefix("cluster:")
+    return max((t for t in THEMES if name.startswith(t + "_")), key=len, default="")
+
+
+def _catalogue(
+    rows: list[MetaEvalRow], summary: MetaEvalImportSummary, errors: list[RowError]
+) -> dict[str, ConsensusCriterion]:
+    first = {}
+    for row in rows:
+        first.setdefault(row.category, row)
+    found = {c.cluster: c for c in ConsensusCriterion.objects.filter(cluster__in=list(first))}
+    for cluster, entry in found.items():
+        if entry.text != first[cluster].rubric:
+            errors.append(
+                RowError(
+                    first[cluster].line, "rubric", f"differs from the catalogue's text for {cluster}; not imported"
+                )
+            )
+    missing = [c for c in first if c not in found]
+    if not missing:
+        return found
+    # A meta-eval row names no axis. Take it from a stored rubric item with that cluster tag if
+    # one exists; otherwise leave it blank for a curator (or a later HealthBench import) to set.
+    axes: dict[str, str] = {}
+    for tags, axis in Criterion.objects.filter(
+        level=Criterion.Level.CLUSTER, consensus_criterion__isnull=True
+    ).values_list("tags", "axis"):
+        for tag in tags:
+            if tag in first and axis:
+                axes.setdefault(tag, axis)
+    ConsensusCriterion.objects.bulk_create(
+        ConsensusCriterion(cluster=c, text=first[c].rubric, points=5, axis=axes.get(c, ""), theme=_theme_of(c))
+        for c in missing
+    )
+    summary.consensus_criteria_created = len(missing)
+    blank = [c for c in missing if c not in axes]
+    if blank:
+        summary.warnings.append(
+            f"{len(blank)} consensus criteria were added without an axis (e.g. {blank[0]}): set it in the admin, "
+            "or import the HealthBench file that holds them before the meta-eval file"
+        )
+    return {c.cluster: c for c in ConsensusCriterion.objects.filter(cluster__in=list(first))}
+
+
+def _conversations(rows: list[MetaEvalRow], errors: list[RowError]) -> dict[str, int]:
+    first: dict[str, MetaEvalRow] = {}
+    for row in rows:
+        first.setdefault(row.prompt_id, row)
+    ids: dict[str, int] = {}
+    for chunk in _chunks(list(first)):
+        for prompt_id, pk, messages in Conversation.objects.filter(prompt_id__in=chunk).values_list(
+            "prompt_id", "id", "messages"
+        ):
+            ids[prompt_id] = pk
+            if messages != first[prompt_id].messages:
+                errors.append(
+                    RowError(
+                        first[prompt_id].line,
+                        "prompt",
+                        f"prompt_id {prompt_id!r} is already stored with other messages",
+                    )
+                )
+    return ids
+
+
+def _store_meta_eval(rows: list[MetaEvalRow], summary: MetaEvalImportSummary) -> None:
+    errors: list[RowError] = []
+    catalogue = _catalogue(rows, summary, errors)
+    conversation_ids = _conversations(rows, errors)
+    summary.conversations_matched = len(conversation_ids)
+    if errors:
+        raise ImportFailed(_capped(errors))
+    now = db_now()
+
+    first_row: dict[str, MetaEvalRow] = {}
+    for r in rows:
+        if r.prompt_id not in conversation_ids:
+            first_row.setdefault(r.prompt_id, r)
+    # New conversations get ids in file order, as the HealthBench import gives them.
+    new_rows = list(first_row.values())
+    codes = iter(new_codes(len(new_rows)))
+    new_ids = insert_rows(
+        Conversation,
+        ["code", "prompt_id", "messages", "example_tags", "theme", "canary", "author_id", "created"],
+        [(next(codes), r.prompt_id, db_json(r.messages), "[]", "", r.canary, None, now) for r in new_rows],
+    )
+    conversation_ids.update(zip((r.prompt_id for r in new_rows), new_ids, strict=True))
+    summary.conversations_created = len(new_rows)
+    _join_subset(META_EVAL_SUBSET, list(dict.fromkeys(conversation_ids[r.prompt_id] for r in rows)), now)
+
+    criterion_ids = _attach(rows, conversation_ids, catalogue, summary, now)
+    response_ids = _responses(rows, conversation_ids, summary, errors, now)
+    physician_ids = _physicians(rows, summary, now)
+    if errors:
+        raise ImportFailed(_capped(errors))
+    _labels(rows, conversation_ids, catalogue, criterion_ids, response_ids, physician_ids, summary, errors, now)
+    if errors:
+        raise ImportFailed(_capped(errors))
+
+
+def _join_subset(name: str, conversation_ids: list[int], now: Any) -> None:
+    subset, _ = Subset.objects.get_or_create(name=name, defaults={"kind": Subset.Kind.CUSTOM})
+    present: set[int] = set()
+    for chunk in _chunks(conversation_ids):
+        present.update(
+            SubsetMember.objects.filter(subset=subset, conversation_id__in=chunk).values_list(
+                "conversation_id", flat=True
+            )
+        )
+    insert_rows(
+        SubsetMember,
+        ["subset_id", "conversation_id", "added"],
+        [(subset.id, c, now) for c in conversation_ids if c not in present],
+    )
+
+
+def _attach(
+    rows: list[MetaEvalRow],
+    conversation_ids: dict[str, int],
+    catalogue: dict[str, ConsensusCriterion],
+    summary: MetaEvalImportSummary,
+    now: Any,
+) -> dict[tuple[int, int], int]:
+    """(conversation id, consensus criterion id) -> id of the attached level:cluster criterion."""
+    wanted = list(dict.fromkeys((conversation_ids[r.prompt_id], catalogue[r.category].id) for r in rows))
+    cids = list(dict.fromkeys(c for c, _ in wanted))
+    attached: dict[tuple[int, int], int] = {}
+    last: dict[int, int] = {}
+    for chunk in _chunks(cids):
+        stored = Criterion.objects.filter(conversation_id__in=chunk, consensus_criterion__isnull=False)
+        for cid, ccid, pk in stored.values_list("conversation_id", "consensus_criterion_id", "id"):
+            attached[(cid, ccid)] = pk
+        tails = (
+            Criterion.objects.filter(conversation_id__in=chunk).values("conversation_id").annotate(last=Max("position"))
+        )
+        last.update((t["conversation_id"], t["last"]) for t in tails)
+    by_id = {c.id: c for c in catalogue.values()}
+    new = [key for key in wanted if key not in attached]
+    new_rows = []
+    for cid, ccid in new:
+        # A new criterion goes after the conversation's rubric, so stored positions never move.
+        last[cid] = last.get(cid, -1) + 1
+        entry = by_id[ccid]
+        row = (cid, last[cid], entry.text, entry.points, db_json(entry.tags()), Criterion.Level.CLUSTER,
+               entry.axis, ccid, None, False, now, now)  # fmt: skip
+        new_rows.append(row)
+    attached.update(zip(new, insert_rows(Criterion, CRITERION_COLUMNS, new_rows), strict=True))
+    summary.criteria_attached = len(new)
+    return attached
+
+
+def _responses(
+    rows: list[MetaEvalRow],
+    conversation_ids: dict[str, int],
+    summary: MetaEvalImportSummary,
+    errors: list[RowError],
+    now: Any,
+) -> dict[tuple[int, str], int]:
+    """(conversation id, completion_id) -> response id; a stored response must hold the same text."""
+    first: dict[tuple[int, str], MetaEvalRow] = {}
+    for r in rows:
+        first.setdefault((conversation_ids[r.prompt_id], r.completion_id), r)
+    found: dict[tuple[int, str], int] = {}
+    for chunk in _chunks(list(dict.fromkeys(k[1] for k in first))):
+        stored = Response.objects.filter(completion_id__in=chunk).order_by("id")
+        for cid, completion_id, pk, digest in stored.values_list("conversation_id", "completion_id", "id", MD5("text")):
+            key = (cid, completion_id)
+            if key not in first or key in found:
+                continue
+            found[key] = pk
+            if digest != _md5(first[key].completion):
+                errors.append(
+                    RowError(
+                        first[key].line,
+                        "completion",
+                        f"completion_id {completion_id!r} is already stored with another text",
+                    )
+                )
+    new = [key for key in first if key not in found]
+    codes = iter(new_codes(len(new)))
+    ids = insert_rows(
+        Response,
+        RESPONSE_COLUMNS,
+        [
+            (next(codes), cid, first[(cid, c)].completion, Response.Source.IMPORTED, "", "{}", 0, c, None, now)
+            for cid, c in new
+        ],
+    )
+    found.update(zip(new, ids, strict=True))
+    summary.responses_created = len(new)
+    return found
+
+
+def _physicians(rows: list[MetaEvalRow], summary: MetaEvalImportSummary, now: Any) -> dict[str, int]:
+    wanted = list(dict.fromkeys(pid for r in rows for pid, _ in r.labels))
+    found: dict[str, int] = {}
+    for chunk in _chunks(wanted):
+        found.update(Physician.objects.filter(anonymized_id__in=chunk).values_list("anonymized_id", "id"))
+    new = [pid for pid in wanted if pid not in found]
+    codes = iter(new_codes(len(new)))
+    ids = insert_rows(
+        Physician,
+        PHYSICIAN_COLUMNS,
+        [
+            (next(codes), None, pid, Physician.Role.PHYSICIAN, Physician.Status.ACTIVE, "", "", "[]", "", now)
+            for pid in new
+        ],
+    )
+    found.update(zip(new, ids, strict=True))
+    summary.physicians_created = len(new)
+    return found
+
+
+def _labels(
+    rows: list[MetaEvalRow],
+    conversation_ids: dict[str, int],
+    catalogue: dict[str, ConsensusCriterion],
+    criterion_ids: dict[tuple[int, int], int],
+    response_ids: dict[tuple[int, str], int],
+    physician_ids: dict[str, int],
+    summary: MetaEvalImportSummary,
+    errors: list[RowError],
+    now: Any,
+) -> None:
+    response_list = list(dict.fromkeys(response_ids.values()))
+    stored: dict[tuple[int, int, int], bool] = {}
+    for chunk in _chunks(response_list):
+        labels = PhysicianLabel.objects.filter(response_id__in=chunk)
+        for pid, rid, crid, met in labels.values_list("physician_id", "response_id", "criterion_id", "met"):
+            stored[(pid, rid, crid)] = met
+    new = []
+    for r in rows:
+        conversation = conversation_ids[r.prompt_id]
+        rid = response_ids[(conversation, r.completion_id)]
+        crid = criterion_ids[(conversation, catalogue[r.category].id)]
+        for i, (anonymized_id, met) in enumerate(r.labels):
+            key = (physician_ids[anonymized_id], rid, crid)
+            if key not in stored:
+                new.append((*key, met, "", now))
+                continue
+            summary.labels_present += 1
+            if stored[key] != met:
+                errors.append(
+                    RowError(
+                        r.line,
+                        f"binary_labels[{i}]",
+                        f"physician {anonymized_id[:12]}… is stored as {'met' if stored[key] else 'not met'} "
+                        "on this item; a label is never overwritten by an import",
+                    )
+                )
+    if not errors:
+        insert_rows(PhysicianLabel, ["physician_id", "response_id", "criterion_id", "met", "comment", "created"], new)
+        summary.labels_created = len(new)

@@ -1,0 +1,241 @@
+"""The meta-evaluation report of a run: one document for the command, the page and the downloads.
+
+`run_meta_eval_report` reads the run's labels (grading.metaeval.selectors), computes everything with
+grading.metaeval.agreement and returns a JSON-ready dict; `report_json` and `report_csv` write it out.
+Both the `meta_eval` command and the download buttons call these, so they give the same bytes
+for the same seed.
+"""
+
+import csv
+import io
+import json
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.core.paginator import Paginator
+
+from grading.metaeval import agreement as metaeval
+from grading.metaeval.charts import COLOURS, Lane, strip_chart
+from grading.metaeval.selectors import ItemDetail, RunLabels, item_details, item_keys, run_labels
+from grading.models import Run
+
+N_RESAMPLES = 1000
+CONFIDENCE = 0.95
+DEFAULT_SEED = 0
+PAGE_SIZE = 10
+OVERALL = "overall"
+MACRO_F1 = f"pairwise_model_{metaeval.MACRO_F1}"
+
+CSV_COLUMNS = (
+    ("scope", "'overall' or the consensus criterion's cluster tag"),
+    ("metric", "the reference's metric name without the scope prefix, e.g. pairwise_model_f1_balanced"),
+    ("n", "pairs behind the value (see grading/metaeval.py)"),
+    ("value", "the grader's value"),
+    ("ci_low", "lower end of the bootstrap interval (macro F1 only)"),
+    ("ci_high", "upper end of the bootstrap interval (macro F1 only)"),
+    ("ci_n_defined", "bootstrap resamples in which the macro F1 was defined"),
+    ("ci_n_resamples", "bootstrap resamples drawn"),
+    ("rank", "1 + physicians strictly above the grader (macro F1 only)"),
+    ("n_physicians", "physicians with a value in this scope"),
+    ("n_higher", "physicians above the grader"),
+    ("n_tied", "physicians tied with the grader"),
+    ("n_lower", "physicians below the grader"),
+    ("percentile", "share of physicians the grader beats, a tie counting half"),
+    ("physician_median", "median of the physicians' values of the same metric"),
+)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A run's labels and everything grading.metaeval.agreement computed from them."""
+
+    data: RunLabels
+    result: dict[str, Any]
+    seed: int
+
+
+def run_meta_eval_analysis(*, run: Run, seed: int = DEFAULT_SEED) -> Analysis:
+    data = run_labels(run=run)
+    result = metaeval.meta_eval_report(
+        data.labels, data.grader, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=seed
+    )
+    return Analysis(data=data, result=result, seed=seed)
+
+
+def _items(analysis: Analysis, indices: list[int]) -> list[dict[str, Any]]:
+    data = analysis.data
+    keys = item_keys(response_ids=data.response_id[indices].tolist())
+    yes = np.bincount(data.labels.item, weights=data.labels.label, minlength=data.n_items).astype(int)
+    total = np.bincount(data.labels.item, minlength=data.n_items)
+    category = np.zeros(data.n_items, dtype=np.intp)
+    category[data.labels.item] = data.labels.category
+    out = []
+    for i in indices:
+        prompt_id, completion_id = keys[int(data.response_id[i])]
+        out.append({
+            "prompt_id": prompt_id,
+            "completion_id": completion_id,
+            "category": data.labels.category_names[category[i]],
+            "grader": bool(data.grader[i] == 1.0),
+            "n_met": int(yes[i]),
+            "n_not_met": int(total[i] - yes[i]),
+        })  # fmt: skip
+    return out
+
+
+def report_document(analysis: Analysis) -> dict[str, Any]:
+    """The JSON document: the reference's `model` and `physicians` figures, then our extras."""
+    data, result = analysis.data, analysis.result
+    flagged = result["disagreements"]
+    return {
+        "run": data.run.name,
+        "settings": {"seed": analysis.seed, "n_resamples": N_RESAMPLES, "confidence": CONFIDENCE},
+        "coverage": {
+            "items": data.n_items,
+            "items_without_grader_label": data.n_missing,
+            "labels": int(data.labels.item.size),
+            "physicians": len(data.labels.physician_ids),
+            "categories": len(data.labels.category_names),
+        },
+        "model": result["model"],
+        "physicians": result["physician"],
+        "intervals": result["intervals"],
+        "ranks": result["rank"],
+        # Items where the grader differs from the physicians' strict majority, strongest first.
+        "disagreements": _items(analysis, flagged["item"]),
+        # Items with a physician tie, which the grader labelled: worth a look, not counted above.
+        "ties": _items(analysis, flagged["tied_item"]),
+    }
+
+
+def run_meta_eval_report(*, run: Run, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+    """The whole report of `run` from the database, as a JSON-ready dict."""
+    return report_document(run_meta_eval_analysis(run=run, seed=seed))
+
+
+def report_json(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _split(name: str) -> tuple[str, str]:
+    # Category names are cluster tags, which hold no ": "; the metric name never does either.
+    scope, _, metric = name.rpartition(": ")
+    return scope or OVERALL, metric
+
+
+def report_csv(document: dict[str, Any]) -> str:
+    """One row per (scope, grader metric), with the interval and rank beside the macro F1."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([name for name, _ in CSV_COLUMNS])
+    for name, metric in document["model"].items():
+        scope, base = _split(name)
+        interval = document["intervals"].get(name, {})
+        rank = document["ranks"].get(name, {})
+        peers = document["physicians"].get(name.replace("pairwise_model_", "pairwise_physician_"), {})
+        median = statistics.median(m["value"] for m in peers.values()) if peers else None
+        cells = [
+            scope, base, metric["n"], metric["value"],
+            interval.get("low"), interval.get("high"), interval.get("n_defined"), interval.get("n_resamples"),
+            rank.get("rank"), rank.get("n_physicians"), rank.get("n_higher"), rank.get("n_tied"), rank.get("n_lower"),
+            rank.get("percentile"), median,
+        ]  # fmt: skip
+        writer.writerow(["" if c is None else c for c in cells])
+    return out.getvalue()
+
+
+# --- The web pages -----------------------------------------------------------------------
+
+
+def _scope_counts(data: RunLabels, indices: list[int] | np.ndarray) -> dict[str, int]:
+    category = np.zeros(data.n_items, dtype=np.intp)
+    category[data.labels.item] = data.labels.category
+    counts = np.bincount(category[np.asarray(indices, dtype=np.intp)], minlength=len(data.labels.category_names))
+    out = dict(zip(data.labels.category_names, counts.tolist(), strict=True))
+    out[OVERALL] = int(len(indices))
+    return out
+
+
+def report_page(analyses: list[Analysis]) -> dict[str, Any]:
+    """What the report page shows for one or more runs side by side: a summary and one row per scope."""
+    runs = []
+    for index, a in enumerate(analyses):
+        runs.append({
+            "run": a.data.run,
+            "colour": COLOURS[index % len(COLOURS)],
+            "items": a.data.n_items,
+            "missing": a.data.n_missing,
+            "labels": int(a.data.labels.item.size),
+            "physicians": len(a.data.labels.physician_ids),
+            "items_by_scope": _scope_counts(a.data, np.arange(a.data.n_items)),
+            "flagged_by_scope": _scope_counts(a.data, a.result["disagreements"]["item"]),
+        })  # fmt: skip
+    categories = sorted({name for a in analyses for name in a.data.labels.category_names})
+    rows = []
+    for scope in [OVERALL, *categories]:
+        prefix = "" if scope == OVERALL else f"{scope}: "
+        cells, lanes = [], []
+        for a, summary in zip(analyses, runs, strict=True):
+            model = a.result["model"].get(prefix + MACRO_F1)
+            interval = a.result["intervals"].get(prefix + MACRO_F1, {})
+            rank = a.result["rank"].get(prefix + MACRO_F1, {})
+            peers = a.result["physician"].get(f"{prefix}pairwise_physician_{metaeval.MACRO_F1}", {})
+            value = model["value"] if model else None
+            cells.append({
+                "run": summary["run"],
+                "colour": summary["colour"],
+                "items": summary["items_by_scope"].get(scope, 0),
+                "flagged": summary["flagged_by_scope"].get(scope, 0),
+                "value": value,
+                "low": interval.get("low"),
+                "high": interval.get("high"),
+                "rank": rank.get("rank"),
+                "n_physicians": len(peers),
+                "percentile": rank.get("percentile"),
+                "physician_median": statistics.median(m["value"] for m in peers.values()) if peers else None,
+            })  # fmt: skip
+            lanes.append(
+                Lane(
+                    [m["value"] for m in peers.values()],
+                    value,
+                    interval.get("low"),
+                    interval.get("high"),
+                    summary["colour"],
+                )
+            )
+        rows.append(
+            {"scope": scope, "category": "" if scope == OVERALL else scope, "cells": cells, "chart": strip_chart(lanes)}
+        )
+    return {"runs": runs, "rows": rows, "seed": analyses[0].seed if analyses else DEFAULT_SEED}
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    detail: ItemDetail
+    grader: bool
+    n_met: int
+    n_not_met: int
+
+
+def disagreement_page(*, run: Run, category: str = "", ties: bool = False, page_number: Any = None) -> dict[str, Any]:
+    """One page of the items where the grader and the physicians' majority part (or tie), strongest first."""
+    data = run_labels(run=run)
+    flagged = metaeval.majority_disagreements(data.labels, data.grader)
+    indices = np.asarray(flagged["tied_item" if ties else "item"], dtype=np.intp)
+    item_category = np.zeros(data.n_items, dtype=np.intp)
+    item_category[data.labels.item] = data.labels.category
+    if category:
+        code = data.labels.category_names.index(category) if category in data.labels.category_names else -1
+        indices = indices[item_category[indices] == code]
+    yes = np.bincount(data.labels.item, weights=data.labels.label, minlength=data.n_items).astype(int)
+    total = np.bincount(data.labels.item, minlength=data.n_items)
+    page = Paginator(indices.tolist(), PAGE_SIZE).get_page(page_number)
+    shown = list(page.object_list)
+    details = item_details(run=run, items=[(int(data.response_id[i]), int(data.criterion_id[i])) for i in shown])
+    items = [
+        ReviewItem(detail=d, grader=bool(data.grader[i] == 1.0), n_met=int(yes[i]), n_not_met=int(total[i] - yes[i]))
+        for d, i in zip(details, shown, strict=True)
+    ]
+    return {"page": page, "items": items, "categories": data.labels.category_names, "category": category, "ties": ties}

@@ -1,0 +1,418 @@
+"""A grading task's work: claim one batch, do what is missing of it, store the results.
+
+1. Claim: a conditional update takes the batch if it is queued, or running under a lease
+   that ran out (its worker died). ``claims`` goes up by one and fences the claim: a worker
+   that lost its batch finds out at its next renewal and stops.
+2. Sample, for a run on a subset: the conversations' missing samples, then
+3. grade what is missing: the batch's (response, criterion) items without a grade in this
+   run. An identical earlier request reuses its grade (the cache, unless the run is off it);
+   the rest go to the process's event loop (grading.pipeline.engine), many calls at once.
+4. Store the results every FLUSH_SECONDS, with ON CONFLICT DO NOTHING: the database holds
+   one grade per (run, response, criterion) and per position, whoever else graded it. The
+   same transaction renews the lease, which fails when the run was cancelled or the batch
+   claimed by another worker.
+5. End: done (then maybe the run is done), or, after WORK_SECONDS, handed back and queued
+   again so that no task nears Celery's time limit; after an error, handed back and
+   queued again with a delay, until it has failed MAX_BATCH_FAILURES times.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+
+from annotation.models import Conversation, Criterion
+from grading.models import Grade, Response, Run, RunBatch
+from grading.pipeline import client as llm
+from grading.pipeline import engine
+from grading.pipeline.client import ChatReply, GradeOutcome, RetryPolicy, ask_grader
+from grading.pipeline.endpoint import Endpoint, EndpointConfigError
+from grading.pipeline.grader_prompt import conversation_block, render, rubric_item
+from grading.pipeline.rate_limit import limiter_for_loop
+from grading.pipeline.runs import (
+    MAX_BATCH_FAILURES,
+    batches_queue,
+    run_fail,
+    run_finish_if_complete,
+)
+from grading.pipeline.sampling import (
+    SampleJob,
+    ask_policy,
+    sample_jobs_missing,
+    sample_messages,
+    samples_of,
+    samples_store,
+)
+from grading.pipeline.slots import slots_for_run
+
+log = logging.getLogger(__name__)
+FLUSH_SECONDS = 0.5
+
+
+class Outcome(enum.StrEnum):
+    SKIPPED = "skipped"  # not claimable: done, cancelled, or another worker has it
+    DONE = "done"
+    PAUSED = "paused"  # worked WORK_SECONDS: handed back and queued again
+    STOPPED = "stopped"  # the run was cancelled or the claim lost
+    FAILED = "failed"  # the run cannot work (configuration)
+
+
+def lease() -> timedelta:
+    return timedelta(seconds=settings.GRADING_LEASE_SECONDS)
+
+
+def work_seconds() -> float:
+    return min(240.0, settings.CELERY_TASK_SOFT_TIME_LIMIT / 2)
+
+
+@dataclass
+class Claim:
+    batch: RunBatch
+    token: int
+
+    def _mine(self):
+        return RunBatch.objects.filter(id=self.batch.id, claims=self.token, status=RunBatch.Status.RUNNING)
+
+    def renew(self) -> bool:
+        """Extend the lease; False when the batch is no longer ours (cancelling a run
+        cancels its batches, and another claim changes the token)."""
+        now = timezone.now()
+        return self._mine().update(lease_until=now + lease(), touched=now) == 1
+
+    def finish(self, *, failed_samples: int = 0) -> bool:
+        return (
+            self._mine().update(
+                status=RunBatch.Status.DONE,
+                lease_until=None,
+                touched=timezone.now(),
+                failed_samples=failed_samples,
+                error="",
+            )
+            == 1
+        )
+
+    def hand_back(self, *, error: str = "") -> str | None:
+        """Queue the batch again (after an error: count it, or give up). Returns the new status."""
+        failed = bool(error)
+        status = (
+            Case(
+                When(failures__gte=MAX_BATCH_FAILURES - 1, then=Value(RunBatch.Status.FAILED)),
+                default=Value(RunBatch.Status.QUEUED),
+            )
+            if failed
+            else Value(RunBatch.Status.QUEUED)
+        )
+        if not self._mine().update(
+            status=status,
+            lease_until=None,
+            touched=timezone.now(),
+            failures=F("failures") + (1 if failed else 0),
+            error=error[:2000],
+        ):
+            return None
+        return RunBatch.objects.values_list("status", flat=True).get(id=self.batch.id)
+
+
+def batch_claim(*, batch_id: int) -> Claim | None:
+    """Take the batch, or None. The update filters on the batch's own columns only: with a
+    join, PostgreSQL would not re-check a row that a concurrent claim just changed, and both
+    claims could succeed. (A batch of a run that is not running is never queued or running.)"""
+    now = timezone.now()
+    claimable = Q(status=RunBatch.Status.QUEUED) | Q(status=RunBatch.Status.RUNNING, lease_until__lt=now)
+    if not RunBatch.objects.filter(claimable, id=batch_id).update(
+        status=RunBatch.Status.RUNNING, claims=F("claims") + 1, lease_until=now + lease(), touched=now
+    ):
+        return None
+    batch = RunBatch.objects.select_related("run__grader_config", "run__policy_config", "run__subset").get(id=batch_id)
+    return Claim(batch=batch, token=batch.claims)
+
+
+def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
+    """Everything the task does, from claim to end."""
+    claim = batch_claim(batch_id=batch_id)
+    if claim is None:
+        return Outcome.SKIPPED
+    run_id = claim.batch.run_id
+    try:
+        outcome, failed_samples = _work(claim, retry or llm.DEFAULT_RETRY)
+    except EndpointConfigError as exc:
+        run_fail(run_id=run_id, error=str(exc))
+        return Outcome.FAILED
+    except Exception as exc:
+        log.exception("batch %s of run %s failed", batch_id, run_id)
+        if claim.hand_back(error=f"{type(exc).__name__}: {exc}") == RunBatch.Status.QUEUED:
+            batches_queue([batch_id], countdown=2.0**claim.batch.failures)
+        else:
+            run_finish_if_complete(run_id=run_id)
+        raise
+    if outcome is Outcome.PAUSED:
+        if claim.hand_back():
+            batches_queue([batch_id])
+    elif outcome is Outcome.DONE and claim.finish(failed_samples=failed_samples):
+        run_finish_if_complete(run_id=run_id)
+    return outcome
+
+
+# --- the work -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    response_id: int
+    criterion_id: int | None
+    position: int
+    text: str
+    points: int
+    tags: list
+
+
+def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
+    batch, run = claim.batch, claim.batch.run
+    deadline = time.monotonic() + work_seconds()
+    grader = Endpoint.of(run.grader_config)
+    grader.api_key()  # a missing key fails the run now, not once per grade
+    failed_samples = 0
+    if batch.conversation_ids:
+        policy = Endpoint.of(run.policy_config)
+        policy.api_key()
+        outcome, failed_samples = _sample(claim, policy, retry, deadline)
+        if outcome is not Outcome.DONE:
+            return outcome, failed_samples
+        items = _items_sampled(run, batch.conversation_ids)
+    else:
+        items = _items_regraded(run, batch.response_ids)
+    have = set(
+        Grade.objects.filter(run=run, response_id__in={i.response_id for i in items}).values_list(
+            "response_id", "position"
+        )
+    )
+    items = [i for i in items if (i.response_id, i.position) not in have]
+    if not items:
+        return Outcome.DONE, failed_samples
+
+    prompts, groups = _requests(run, grader, items)
+    if run.use_cache:
+        reused = _cached(list(groups))
+        if reused:
+            rows = [
+                _grade_row(run.id, item, key, outcome, reused=True)
+                for key, outcome in reused.items()
+                for item in groups.pop(key)
+            ]
+            if not _write(claim, rows):
+                return Outcome.STOPPED, failed_samples
+
+    def rows_of(results: list[tuple[str, GradeOutcome]]) -> list[Grade]:
+        # Items with the same request (rare: a response repeated) share one call.
+        return [
+            _grade_row(run.id, item, key, outcome, reused=n > 0)
+            for key, outcome in results
+            for n, item in enumerate(groups[key])
+        ]
+
+    async def grade_all(emit, stop) -> None:
+        limiter = limiter_for_loop()
+        await engine.run_lanes(
+            list(groups),
+            lambda key: ask_grader(grader, prompts[key], limiter=limiter, policy=retry),
+            emit,
+            concurrency=run.concurrency,
+            slots=slots_for_run(run.id, run.concurrency),
+            stop=stop,
+        )
+
+    outcome = _drive(claim, grade_all, rows_of, deadline) if groups else Outcome.DONE
+    return outcome, failed_samples
+
+
+def _sample(claim: Claim, policy: Endpoint, retry: RetryPolicy, deadline: float) -> tuple[Outcome, int]:
+    run, conversation_ids = claim.batch.run, claim.batch.conversation_ids
+    jobs = sample_jobs_missing(run, conversation_ids)
+    if not jobs:
+        return Outcome.DONE, 0
+    messages = sample_messages(conversation_ids)
+    failed = 0
+
+    def store(results: list[tuple[SampleJob, ChatReply | llm.CallFailed]]) -> list[tuple[SampleJob, ChatReply]]:
+        nonlocal failed
+        replies = [(job, r) for job, r in results if isinstance(r, ChatReply)]
+        failed += len(results) - len(replies)
+        return replies
+
+    async def sample_all(emit, stop) -> None:
+        limiter = limiter_for_loop()
+        await engine.run_lanes(
+            jobs,
+            lambda job: ask_policy(policy, messages[job.conversation_id], limiter=limiter, policy=retry),
+            emit,
+            concurrency=run.concurrency,
+            slots=slots_for_run(run.id, run.concurrency),
+            stop=stop,
+        )
+
+    outcome = _drive(claim, sample_all, store, deadline, save=lambda replies: samples_store(run, policy, replies))
+    return outcome, failed
+
+
+def _items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
+    """The criteria the source run graded each response on, as it graded them."""
+    rows = (
+        Grade.objects.filter(run_id=run.responses_from_id, response_id__in=response_ids)
+        .order_by("response_id", "position")
+        .values_list("response_id", "criterion_id", "position", "criterion_text", "points", "tags")
+    )
+    return [Item(*row) for row in rows]
+
+
+def _items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
+    """Each sample on its conversation's rubric (only the cluster criteria for Consensus)."""
+    criteria = Criterion.objects.filter(conversation_id__in=conversation_ids)
+    if run.subset is not None and run.subset.only_cluster_criteria:
+        criteria = criteria.filter(level=Criterion.Level.CLUSTER)
+    rubric: dict[int, list[tuple]] = {}
+    for conversation_id, *criterion in criteria.order_by("conversation_id", "position", "id").values_list(
+        "conversation_id", "id", "text", "points", "tags"
+    ):
+        rubric.setdefault(conversation_id, []).append(criterion)
+    return [
+        Item(response_id, criterion_id, position, text, points, tags)
+        for response_id, conversation_id in samples_of(run, conversation_ids)
+        .order_by("id")
+        .values_list("id", "conversation_id")
+        for position, (criterion_id, text, points, tags) in enumerate(rubric.get(conversation_id, []))
+    ]
+
+
+def request_key(grader: Endpoint, prompt_hash: str, prompt: str) -> str:
+    """Identifies a grader request: who answers it, how, and the exact prompt sent (which
+    holds the conversation, the response and the criterion's text and points)."""
+    head = json.dumps([grader.base_url, grader.model, grader.temperature, grader.max_tokens, prompt_hash])
+    return hashlib.sha256(f"{head}\n{prompt}".encode()).hexdigest()
+
+
+def _requests(run: Run, grader: Endpoint, items: list[Item]) -> tuple[dict[str, str], dict[str, list[Item]]]:
+    """The prompt of each distinct request, and the items that ask it."""
+    responses = dict(
+        (rid, (text, cid))
+        for rid, text, cid in Response.objects.filter(id__in={i.response_id for i in items}).values_list(
+            "id", "text", "conversation_id"
+        )
+    )
+    messages = dict(
+        Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")
+    )
+    blocks = {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
+    template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
+    prompts: dict[str, str] = {}
+    groups: dict[str, list[Item]] = {}
+    for item in items:
+        prompt = render(template, conversation=blocks[item.response_id], item=rubric_item(item.text, item.points))
+        key = request_key(grader, prompt_hash, prompt)
+        prompts[key] = prompt
+        groups.setdefault(key, []).append(item)
+    return prompts, groups
+
+
+def _cached(keys: list[str]) -> dict[str, GradeOutcome]:
+    found: dict[str, GradeOutcome] = {}
+    for start in range(0, len(keys), 500):
+        rows = Grade.objects.filter(request_key__in=keys[start : start + 500], status=Grade.Status.GRADED).values_list(
+            "request_key", "met", "explanation", "raw_output"
+        )
+        for key, met, explanation, raw in rows:
+            found.setdefault(key, GradeOutcome(met=met, explanation=explanation, raw_output=raw))
+    return found
+
+
+def _grade_row(run_id: int, item: Item, key: str, outcome: GradeOutcome, *, reused: bool) -> Grade:
+    return Grade(
+        run_id=run_id,
+        response_id=item.response_id,
+        criterion_id=item.criterion_id,
+        position=item.position,
+        criterion_text=item.text,
+        points=item.points,
+        tags=item.tags,
+        status=Grade.Status.FAILED if outcome.met is None else Grade.Status.GRADED,
+        met=outcome.met,
+        explanation=outcome.explanation,
+        raw_output=outcome.raw_output,
+        error=outcome.error,
+        attempts=0 if reused else outcome.attempts,
+        prompt_tokens=0 if reused else outcome.prompt_tokens,
+        completion_tokens=0 if reused else outcome.completion_tokens,
+        reused=reused,
+        request_key=key,
+    )
+
+
+# --- driving the event loop from the task's thread -------------------------------------------
+
+
+def _write(claim: Claim, rows: list, save: Callable[[list], Any] | None = None) -> bool:
+    """Store rows and renew the lease in one transaction; False: stop (cancelled, or lost)."""
+    with transaction.atomic():
+        if rows:
+            (save or _save_grades)(rows)
+        return claim.renew()
+
+
+def _save_grades(rows: list[Grade]) -> None:
+    Grade.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def _drive(
+    claim: Claim,
+    coroutine: Callable[[Callable, threading.Event], Coroutine],
+    convert: Callable[[list], list],
+    deadline: float,
+    *,
+    save: Callable[[list], Any] | None = None,
+) -> Outcome:
+    """Run `coroutine(emit, stop)` on the event loop; store what it emits, every FLUSH_SECONDS.
+
+    The loop appends results to a list that this thread takes every FLUSH_SECONDS. Waking
+    this thread for each result instead would make the two threads trade the GIL hundreds
+    of times a second, and every trade stalls the event loop for up to a switch interval."""
+    results: list = []
+    finished = threading.Event()
+    stop = threading.Event()
+    future = engine.submit(coroutine(lambda job, result: results.append((job, result)), stop))
+    future.add_done_callback(lambda _: finished.set())
+    outcome = Outcome.DONE
+    try:
+        while True:
+            done = finished.wait(timeout=FLUSH_SECONDS)
+            taken = results[:]
+            del results[: len(taken)]  # the loop only appends: what came meanwhile stays
+            if not _write(claim, convert(taken), save) and not done:
+                # Cancelled, or another worker has the batch: drop the calls in flight.
+                outcome = Outcome.STOPPED
+                stop.set()
+                future.cancel()
+            if outcome is Outcome.DONE and not done and time.monotonic() > deadline:
+                outcome = Outcome.PAUSED
+                stop.set()
+            if done and not results:
+                break
+    finally:
+        if not future.done():
+            stop.set()
+            future.cancel()
+    if outcome is Outcome.STOPPED:
+        return outcome
+    future.result()  # an error in the loop is a bug: raise it here
+    return outcome

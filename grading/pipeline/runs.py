@@ -1,0 +1,275 @@
+"""Services of grading runs: launch, resume, cancel, finish, and the sweep that recovers the
+work of dead workers. Commands, pages and tasks call these; none of them writes runs itself.
+
+A run's work is cut into RunBatches at launch; each batch is one Celery task, queued when
+the transaction commits. The batch task (grading.pipeline.batches) claims its batch with a
+conditional update and keeps it under a renewed lease. The run is done when none of its
+batches is queued or running: whichever task ends last flips it, with a conditional update.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+from functools import partial
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Case, Count, Exists, F, OuterRef, Q, Value, When
+from django.utils import timezone
+
+from annotation.services.subset_versions import subset_version_freeze
+from grading.models import Grade, GraderConfig, Run, RunBatch
+from grading.pipeline.estimate import EndpointSpec, Plan, RunSpec, RunSpecError, run_plan, spec_check
+from grading.pipeline.grader_prompt import template_hash
+from healthbench_web.celery import app as celery_app
+
+# The name grading.pipeline.tasks.grade_batch is registered under (the name it had before
+# the move, so that messages queued by an older release still reach it).
+GRADE_BATCH_TASK = "grading.tasks.grade_batch"
+
+MAX_BATCH_FAILURES = 5  # claims of one batch that ended without finishing: then it is given up
+OPEN = (RunBatch.Status.QUEUED, RunBatch.Status.RUNNING)
+
+
+def batch_size_for(concurrency: int, remaining: int) -> int:
+    """Grades for the next batch, with `remaining` grades still to cut into batches.
+
+    Up to 20 rounds of the run's concurrency: a worker process changing batches hands its
+    slots over, ends a task and starts the next, and with smaller batches these changes
+    cost a run a tenth of its throughput (bench/grading_bench.py). Batches shrink towards
+    the end of the run (a sixth of what is left, down to 2 rounds), so that the last ones
+    keep several worker processes busy instead of leaving one to finish a large batch alone."""
+    return max(2 * concurrency, 40, min(20 * concurrency, remaining // 6))
+
+
+def batches_queue(batch_ids: list[int], *, countdown: float | None = None) -> None:
+    """Queue one task per batch when the current transaction commits."""
+    # Looked up by name in Celery's registry rather than imported: the tasks module calls
+    # these services, so importing it here would tie the two in a circle.
+    grade_batch = celery_app.tasks[GRADE_BATCH_TASK]
+    for batch_id in batch_ids:
+        transaction.on_commit(partial(grade_batch.apply_async, (batch_id,), countdown=countdown))
+
+
+def grader_config_for(spec: EndpointSpec, *, template: str) -> GraderConfig:
+    """The stored config with exactly these settings, created once. Its name carries a hash of
+    them, so two launches with the same grader share one config."""
+    fields = {
+        "base_url": spec.base_url,
+        "model": spec.model,
+        "api_key_env": spec.api_key_env,
+        "temperature": spec.temperature,
+        "max_tokens": spec.max_tokens,
+        "timeout_seconds": spec.timeout,
+        "requests_per_minute": spec.requests_per_minute,
+        "tokens_per_minute": spec.tokens_per_minute,
+        "prompt_template": template,
+        "prompt_hash": template_hash(template) if template else "",
+    }
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
+    host = urlsplit(spec.base_url).netloc or "openai"
+    name = f"{spec.model[:50]} @ {host[:30]} {digest}"
+    config, _ = GraderConfig.objects.get_or_create(name=name, defaults=fields)
+    return config
+
+
+def _batches(run: Run, plan: Plan) -> list[RunBatch]:
+    now = timezone.now()
+    remaining = plan.grades
+    target = batch_size_for(run.concurrency, remaining)
+    batches: list[RunBatch] = []
+    ids: list[int] = []
+    items = 0
+    for unit_id, grades, _chars in plan.units:
+        ids.append(unit_id)
+        items += grades
+        if items >= target:
+            batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
+            remaining -= items
+            target = batch_size_for(run.concurrency, remaining)
+            ids, items = [], 0
+    if ids:
+        batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
+    return batches
+
+
+def _batch(run: Run, number: int, ids: list[int], items: int, by_conversation: bool, now) -> RunBatch:
+    return RunBatch(
+        run=run,
+        number=number,
+        response_ids=[] if by_conversation else ids,
+        conversation_ids=ids if by_conversation else [],
+        items=items,
+        touched=now,
+    )
+
+
+def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
+    """Create the run and its batches and queue them; raises RunSpecError."""
+    spec_check(spec)
+    plan = plan or run_plan(spec)
+    if plan.grades == 0:
+        raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                name=spec.name,
+                status=Run.Status.RUNNING,
+                grader_config=grader_config_for(spec.grader, template=spec.template),
+                policy_config=grader_config_for(spec.policy, template="") if spec.policy else None,
+                policy_model=spec.policy.model if spec.policy else "",
+                samples=spec.samples if spec.policy else spec.responses_from.samples,
+                use_cache=spec.use_cache,
+                responses_from=spec.responses_from,
+                subset=spec.subset,
+                # Every run names the exact members and rubrics it graded.
+                subset_version=subset_version_freeze(subset=spec.subset)[0] if spec.subset else None,
+                concurrency=spec.concurrency,
+                total_items=plan.grades,
+                started=timezone.now(),
+            )
+            RunBatch.objects.bulk_create(_batches(run, plan))
+            batches_queue(list(run.batches.values_list("id", flat=True)))
+    except IntegrityError:
+        # Another launch took the name between the check and the insert.
+        raise RunSpecError([f"a run named {spec.name!r} already exists; choose another name"]) from None
+    return run
+
+
+def run_cancel(*, run: Run) -> bool:
+    """Stop a pending or running run; its tasks notice within a second or so and stop."""
+    now = timezone.now()
+    with transaction.atomic():
+        if not Run.objects.filter(id=run.id, status__in=(Run.Status.PENDING, Run.Status.RUNNING)).update(
+            status=Run.Status.CANCELLED, finished=now
+        ):
+            return False
+        RunBatch.objects.filter(run=run, status__in=OPEN).update(
+            status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
+        )
+    return True
+
+
+def run_fail(*, run_id: int, error: str) -> None:
+    """End a run that cannot work at all (say, its API key is not set), with the reason."""
+    now = timezone.now()
+    with transaction.atomic():
+        Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
+            status=Run.Status.FAILED, error=error, finished=now
+        )
+        RunBatch.objects.filter(run_id=run_id, status__in=OPEN).update(
+            status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
+        )
+
+
+def run_finish_if_complete(*, run_id: int) -> bool:
+    """Flip a running run to done (or failed, when a batch was given up) once no batch is
+    open. Conditional, so of two tasks ending together exactly one flips it."""
+    batches = RunBatch.objects.filter(run=OuterRef("pk"))
+    return bool(
+        Run.objects.filter(id=run_id, status=Run.Status.RUNNING)
+        .filter(~Exists(batches.filter(status__in=OPEN)))
+        .update(
+            status=Case(
+                When(Exists(batches.filter(status=RunBatch.Status.FAILED)), then=Value(Run.Status.FAILED)),
+                default=Value(Run.Status.DONE),
+            ),
+            finished=timezone.now(),
+        )
+    )
+
+
+def _grades_per_batch(run: Run) -> dict[int, int]:
+    batches = list(run.batches.values_list("id", "response_ids", "conversation_ids"))
+    if run.responses_from_id is not None:
+        batch_of = {r: b for b, response_ids, _ in batches for r in response_ids}
+        counts = Grade.objects.filter(run=run).values_list("response_id").annotate(n=Count("id")).order_by()
+    else:
+        batch_of = {c: b for b, _, conversation_ids in batches for c in conversation_ids}
+        counts = (
+            Grade.objects.filter(run=run).values_list("response__conversation_id").annotate(n=Count("id")).order_by()
+        )
+    per_batch: dict[int, int] = {}
+    for unit, n in counts:
+        if unit in batch_of:
+            per_batch[batch_of[unit]] = per_batch.get(batch_of[unit], 0) + n
+    return per_batch
+
+
+def run_resume(*, run: Run, retry_failed: bool = False) -> int:
+    """Queue again only the batches that miss grades, and are not being worked on now.
+
+    With `retry_failed`, failed grades are deleted first and so graded again. Returns the
+    number of batches queued; 0 means the run is complete (it is then marked done)."""
+    if run.grader_config_id is None:
+        raise RunSpecError([f"run {run.name!r} was imported, not graded here: nothing to resume"])
+    now = timezone.now()
+    with transaction.atomic():
+        if retry_failed:
+            Grade.objects.filter(run=run, status=Grade.Status.FAILED).delete()
+        have = _grades_per_batch(run)
+        live = Q(status=RunBatch.Status.RUNNING, lease_until__gte=now)
+        again = [
+            batch_id
+            for batch_id, items in run.batches.exclude(live).values_list("id", "items")
+            if have.get(batch_id, 0) < items
+        ]
+        RunBatch.objects.filter(id__in=again).update(
+            status=RunBatch.Status.QUEUED, lease_until=None, touched=now, failures=0, error=""
+        )
+        if again or run.batches.filter(live).exists():
+            Run.objects.filter(id=run.id).update(status=Run.Status.RUNNING, finished=None, error="")
+        else:
+            RunBatch.objects.filter(run=run).exclude(status=RunBatch.Status.DONE).update(
+                status=RunBatch.Status.DONE, lease_until=None, touched=now
+            )
+            Run.objects.filter(id=run.id).update(status=Run.Status.RUNNING)
+            run_finish_if_complete(run_id=run.id)
+        batches_queue(again)
+    run.refresh_from_db()
+    return len(again)
+
+
+def runs_sweep() -> list[int]:
+    """Queue again the batches whose worker died; returns their ids. Every worker runs this
+    every GRADING_SWEEP_SECONDS; each step is a conditional update, so sweeps may overlap.
+
+    * A running batch whose lease ran out lost its worker: queued again, or given up after
+      MAX_BATCH_FAILURES such ends.
+    * Queued batches while no batch at all was touched for a long while lost their messages
+      (the filesystem broker drops the messages a killed worker held): they are sent again,
+      once per stall period. Workers busy with anything keep touching their batches, so a
+      long queue is not taken for lost. A duplicate message is harmless: its claim fails.
+    """
+    now = timezone.now()
+    queued: list[int] = []
+    expired = RunBatch.objects.filter(
+        status=RunBatch.Status.RUNNING, lease_until__lt=now, run__status=Run.Status.RUNNING
+    ).values_list("id", "run_id", "failures")
+    for batch_id, run_id, failures in list(expired):
+        still = RunBatch.objects.filter(id=batch_id, status=RunBatch.Status.RUNNING, lease_until__lt=now)
+        if failures + 1 >= MAX_BATCH_FAILURES:
+            if still.update(
+                status=RunBatch.Status.FAILED,
+                failures=F("failures") + 1,
+                lease_until=None,
+                touched=now,
+                error=f"given up: its worker died or its task failed {failures + 1} times",
+            ):
+                run_finish_if_complete(run_id=run_id)
+        elif still.update(status=RunBatch.Status.QUEUED, failures=F("failures") + 1, lease_until=None, touched=now):
+            queued.append(batch_id)
+    stall = now - timedelta(seconds=4 * settings.GRADING_LEASE_SECONDS)
+    if not RunBatch.objects.filter(touched__gte=stall).exists():
+        stalled = RunBatch.objects.filter(status=RunBatch.Status.QUEUED, run__status=Run.Status.RUNNING)
+        for batch_id in list(stalled.values_list("id", flat=True)):
+            if RunBatch.objects.filter(id=batch_id, status=RunBatch.Status.QUEUED, touched__lt=stall).update(
+                touched=now
+            ):
+                queued.append(batch_id)
+    with transaction.atomic():
+        batches_queue(queued)
+    return queued

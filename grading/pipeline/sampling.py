@@ -1,0 +1,77 @@
+"""Sampling: k responses per conversation from a policy model on an OpenAI-compatible endpoint.
+
+A sampled run's batch first makes sure each of its conversations has its k samples, then
+grades them. Samples are stored as Responses of the run (source ``sampled``, the model's
+name, the sampling parameters, ``sample_index`` 0..k-1, token usage); the database keeps one
+per (run, conversation, sample_index), so a redelivered batch never samples twice what it
+stored, and samples only what is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from annotation.models import Conversation
+from grading.models import Response, Run
+from grading.pipeline.client import CallFailed, ChatReply, RetryPolicy, chat
+from grading.pipeline.endpoint import Endpoint
+from grading.pipeline.rate_limit import RateLimiter
+
+
+@dataclass(frozen=True)
+class SampleJob:
+    conversation_id: int
+    sample_index: int
+
+
+def sample_parameters(endpoint: Endpoint) -> dict:
+    return {"temperature": endpoint.temperature, "max_tokens": endpoint.max_tokens, "base_url": endpoint.base_url}
+
+
+def samples_of(run: Run, conversation_ids: list[int]) -> QuerySet[Response]:
+    return Response.objects.filter(run=run, conversation_id__in=conversation_ids)
+
+
+def sample_jobs_missing(run: Run, conversation_ids: list[int]) -> list[SampleJob]:
+    have = set(samples_of(run, conversation_ids).values_list("conversation_id", "sample_index"))
+    return [SampleJob(c, k) for c in conversation_ids for k in range(run.samples) if (c, k) not in have]
+
+
+def sample_messages(conversation_ids: list[int]) -> dict[int, list[dict]]:
+    """The chat messages to send per conversation: its turns, role and content only."""
+    rows = Conversation.objects.filter(id__in=conversation_ids).values_list("id", "messages")
+    return {cid: [{"role": m["role"], "content": m["content"]} for m in messages] for cid, messages in rows}
+
+
+async def ask_policy(
+    endpoint: Endpoint, messages: list[dict], *, limiter: RateLimiter, policy: RetryPolicy
+) -> ChatReply | CallFailed:
+    """One sample; a call that gave up comes back as its CallFailed, to be counted."""
+    try:
+        return await chat(endpoint, messages, limiter=limiter, policy=policy)
+    except CallFailed as exc:
+        return exc
+
+
+def samples_store(run: Run, endpoint: Endpoint, replies: list[tuple[SampleJob, ChatReply]]) -> None:
+    parameters = sample_parameters(endpoint)
+    Response.objects.bulk_create(
+        [
+            Response(
+                conversation_id=job.conversation_id,
+                run=run,
+                text=reply.content,
+                source=Response.Source.SAMPLED,
+                model_name=endpoint.model,
+                parameters=parameters,
+                sample_index=job.sample_index,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+            )
+            for job, reply in replies
+        ],
+        # Another claim of this batch may have stored some of them already.
+        ignore_conflicts=True,
+    )

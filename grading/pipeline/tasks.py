@@ -1,0 +1,55 @@
+"""Celery tasks of grading runs: thin, taking ids, calling grading services.
+
+Settings acknowledge a task only after it ran and give it back when its worker dies
+(acks late, reject on worker lost); the tasks are idempotent, so a redelivery costs at
+most a claim that fails. Recovery does not rely on the broker alone: the filesystem broker
+drops the messages a killed worker held, and Redis returns them only after its visibility
+timeout. So every worker also sweeps, every GRADING_SWEEP_SECONDS, for batches whose lease
+ran out and queues them again (grading_service.runs_sweep).
+"""
+
+import logging
+
+from celery import bootsteps, shared_task
+from django.conf import settings
+from django.db import close_old_connections
+
+from grading.pipeline.batches import batch_run
+from grading.pipeline.runs import GRADE_BATCH_TASK, runs_sweep
+from healthbench_web.celery import app
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name=GRADE_BATCH_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def grade_batch(batch_id: int) -> str:
+    """Claim one batch of a run and do what is missing of it (see grading.pipeline.batches)."""
+    return str(batch_run(batch_id=batch_id))
+
+
+def sweep() -> None:
+    close_old_connections()
+    try:
+        queued = runs_sweep()
+    except Exception:
+        # The next sweep tries again; a worker must not die of a database hiccup here.
+        log.exception("grading sweep failed")
+        return
+    if queued:
+        log.warning("grading sweep queued %d batch(es) again: %s", len(queued), queued)
+
+
+class GradingSweep(bootsteps.StartStopStep):
+    """Runs sweep() on the worker's timer, in the worker's main process."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def start(self, worker) -> None:
+        self.tref = worker.timer.call_repeatedly(settings.GRADING_SWEEP_SECONDS, sweep, priority=10)
+
+    def stop(self, worker) -> None:
+        if getattr(self, "tref", None) is not None:
+            self.tref.cancel()
+
+
+app.steps["worker"].add(GradingSweep)

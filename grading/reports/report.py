@@ -1,0 +1,167 @@
+"""A run's score report: the one function the command, the report page and the downloads call.
+
+The report is a JSON-ready dict::
+
+    {"score": float | None,                 # clipped mean of the scored responses
+     "metrics": {...},                      # simple-evals names, see below
+     "worst_at_k": {"1": float, ...},       # expected worst score among k samples of a prompt
+     "consensus_error_rates": {"cluster:...": {"error_rate", "n_errors", "n_graded", "n_missing"}},
+     "length_score_correlation": float | None,
+     "counts": {...},                       # grades graded / failed / missing, responses scored / left out
+     "reused": int}                         # grades taken over from an earlier run (Grade.reused)
+
+``metrics`` has exactly the keys simple-evals writes in its results file: ``overall_score``,
+every example tag (``theme:...``) and rubric tag (``axis:...``, ``cluster:...``, ``level:...``),
+each with ``:n_samples`` and ``:bootstrap_std``, plus its stray ``score:n_samples`` and
+``score:bootstrap_std`` (see grading.reports.scoring.reference_summary).
+
+A response with a grade that failed, or with fewer grade rows than the criteria it should
+have been graded on (missing; see grading.reports.selectors), is left out of every score and
+counted, never scored as "not met".
+"""
+
+import csv
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from django.core.cache import cache
+
+from grading.models import Run
+from grading.reports import scoring
+from grading.reports.selectors import RunGrades, run_fingerprint, run_grades_get
+
+DEFAULT_SEED = 0
+CACHE_SECONDS = 24 * 3600
+CSV_COLUMNS = ("name", "value", "n_samples", "bootstrap_std")
+
+
+class ExampleStatus:
+    SCORED = "scored"
+    INCOMPLETE = "incomplete"  # a grade failed or is missing
+    UNSCORABLE = "unscorable"  # complete, but no criterion with positive points
+
+
+@dataclass(frozen=True)
+class RunReport:
+    data: dict  # the JSON report
+    # Responses from worst to best score, unscored ones last: what the report page pages through.
+    ranked_response_ids: npt.NDArray[np.int64]
+    ranked_scores: npt.NDArray[np.float64]  # NaN when not scored
+    ranked_status: list[str]
+
+
+def _report_data(grades: RunGrades, scores: scoring.ResponseScores, seed: int | None) -> dict:
+    overall = scores["metrics"][scoring.OVERALL]
+    if scores["n_scored"]:
+        summary = scoring.reference_summary(scoring.aggregate_columns(scores["metrics"], seed=seed))
+        score = summary.pop("score")
+    else:
+        summary, score = {}, None
+    worst = scoring.worst_at_k(overall, grades.response_conversation)
+    present = np.bincount(grades.grade_response, minlength=grades.response_ids.size)
+    missing = 0 if grades.expected_grades is None else int((grades.expected_grades - present).sum())
+    n_failed = int((grades.grade_met == scoring.MISSING).sum())
+    return {
+        "score": score,
+        "metrics": summary,
+        "worst_at_k": {str(k): value for k, value in worst.items()},
+        "consensus_error_rates": scoring.criterion_error_rates(
+            grade_criterion=grades.grade_criterion,
+            grade_points=grades.grade_points,
+            grade_met=grades.grade_met,
+            criterion_tags=grades.criterion_tags,
+        ),
+        "length_score_correlation": scoring.length_score_correlation(grades.response_length, overall),
+        "counts": {
+            "grades": int(grades.grade_met.size),
+            "graded": int(grades.grade_met.size) - n_failed,
+            "failed": n_failed,
+            "missing": missing,
+            "examples": scores["n_responses"],
+            "examples_scored": scores["n_scored"],
+            "examples_left_out": scores["n_responses"] - scores["n_scored"],
+            "examples_incomplete": scores["n_incomplete"],
+            "examples_unscorable": scores["n_unscorable"],
+        },
+        "reused": grades.n_reused,
+    }
+
+
+def run_report(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
+    """Compute the report of `run` from the database. `seed` fixes the bootstrap resamples."""
+    grades = run_grades_get(run=run)
+    scores = scoring.score_grades(**grades.score_arrays())
+    overall = scores["metrics"][scoring.OVERALL]
+    status = np.where(
+        scores["scored"],
+        ExampleStatus.SCORED,
+        np.where(_incomplete(grades), ExampleStatus.INCOMPLETE, ExampleStatus.UNSCORABLE),
+    )
+    # NaN (left out) sorts last; ties keep response order, which is file order for an imported run.
+    order = np.argsort(overall, kind="stable")
+    return RunReport(
+        data=_report_data(grades, scores, seed),
+        ranked_response_ids=grades.response_ids[order],
+        ranked_scores=overall[order],
+        ranked_status=status[order].tolist(),
+    )
+
+
+def _incomplete(grades: RunGrades) -> npt.NDArray[np.bool_]:
+    n = grades.response_ids.size
+    incomplete = np.bincount(grades.grade_response[grades.grade_met == scoring.MISSING], minlength=n) > 0
+    if grades.expected_grades is not None:
+        incomplete |= np.bincount(grades.grade_response, minlength=n) < grades.expected_grades
+    return incomplete
+
+
+def run_report_cached(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
+    """run_report, kept in Django's cache until the run's grades change (one small query to tell).
+
+    The key holds the run's code, not its id: ids come back after a rollback on SQLite."""
+    if seed is None:
+        return run_report(run=run, seed=None)
+    key = "run-report:v1:{}:{}:{}".format(run.code, seed, ":".join(map(str, run_fingerprint(run=run))))
+    report = cache.get(key)
+    if report is None:
+        report = run_report(run=run, seed=seed)
+        cache.set(key, report, CACHE_SECONDS)
+    return report
+
+
+# --- presentation shared by the CSV and the page ----------------------------------------
+
+
+def metric_rows(data: dict, prefix: str | None = None) -> list[dict]:
+    """One row per metric (name, value, n_samples, bootstrap_std), sorted by name.
+
+    With `prefix`, only the metrics whose name starts with it; without, ``score`` first and
+    then every metric."""
+    metrics = data["metrics"]
+    names = sorted(
+        name
+        for name in metrics
+        if not name.endswith((":n_samples", ":bootstrap_std")) and (prefix is None or name.startswith(prefix))
+    )
+    if prefix is None and data["score"] is not None:
+        names.insert(0, "score")
+    return [
+        {
+            "name": name,
+            "value": data["score"] if name == "score" else metrics[name],
+            "n_samples": metrics[f"{name}:n_samples"],
+            "bootstrap_std": metrics[f"{name}:bootstrap_std"],
+        }
+        for name in names
+    ]
+
+
+def report_csv(data: dict) -> str:
+    """The metrics as CSV: a header, then one row per metric (see metric_rows)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(metric_rows(data))
+    return out.getvalue()

@@ -1,0 +1,212 @@
+"""Selectors: a run's grades out of the database, as the arrays grading.reports.scoring wants.
+
+A paper-size run has ~900,000 grades. Model instances, or Django's row iterator with a
+json.loads per JSON field, would cost far more than the scoring itself, so the queries are
+built with the ORM (portable SQL) and run on a plain cursor, JSON columns come back as text,
+and tag lists are numbered through a dict: a run has only a few dozen distinct ones.
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from django.db import connection
+from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, TextField, Value, When
+from django.db.models.functions import Cast, Length
+
+from annotation.models import Conversation, Criterion
+from grading.models import Grade, Response, Run
+from grading.reports import scoring
+
+
+@dataclass(frozen=True)
+class RunGrades:
+    """Everything a report needs about one run, dense-indexed (R responses, G grades, C conversations)."""
+
+    response_ids: npt.NDArray[np.int64]  # (R,) database ids, ascending
+    response_conversation: npt.NDArray[np.intp]  # (R,) row of conversation_ids
+    response_length: npt.NDArray[np.float64]  # (R,) characters of the response text
+    conversation_ids: npt.NDArray[np.int64]  # (C,)
+    conversation_tag_row: npt.NDArray[np.intp]  # (C,) row of conversation_tags: one per distinct tag list
+    grade_response: npt.NDArray[np.intp]  # (G,) row of response_ids
+    grade_criterion: npt.NDArray[np.intp]  # (G,) row of criterion_tags: one row per distinct tag list
+    grade_points: npt.NDArray[np.float64]
+    grade_met: npt.NDArray[np.int8]  # scoring.MET / NOT_MET / MISSING (failed)
+    criterion_tags: scoring.TagTable
+    conversation_tags: scoring.TagTable
+    expected_grades: npt.NDArray[np.intp] | None  # (R,) None: the grade rows are the whole rubric
+    n_reused: int
+
+    def score_arrays(self) -> dict[str, Any]:
+        """The keyword arguments of scoring.score_grades."""
+        return {
+            "grade_response": self.grade_response,
+            "grade_criterion": self.grade_criterion,
+            "grade_points": self.grade_points,
+            "grade_met": self.grade_met,
+            "response_conversation": self.conversation_tag_row[self.response_conversation],
+            "criterion_tags": self.criterion_tags,
+            "conversation_tags": self.conversation_tags,
+            "expected_grades": self.expected_grades,
+        }
+
+
+def _fetch(queryset: QuerySet) -> list[tuple]:
+    # Django's iterator fetches 100 rows at a time and runs per-row Python; fetchall on a
+    # plain cursor hands back every tuple at C speed. The SQL is still the ORM's.
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _column(rows: list[tuple], i: int, dtype) -> np.ndarray:
+    return np.fromiter(map(itemgetter(i), rows), dtype=dtype, count=len(rows))
+
+
+def _tag_table(texts: Sequence[str]) -> tuple[npt.NDArray[np.intp], scoring.TagTable]:
+    """Number JSON tag-list texts: (row of each text, TagTable of the distinct lists)."""
+    numbering = {text: i for i, text in enumerate(dict.fromkeys(texts))}
+    rows = np.fromiter(map(numbering.__getitem__, texts), dtype=np.intp, count=len(texts))
+    return rows, scoring.encode_tags([json.loads(t) for t in numbering])
+
+
+def _chunk_size() -> int:
+    # SQLite allows 999 variables per query in old builds; PostgreSQL takes long IN lists.
+    return 900 if connection.vendor == "sqlite" else 10_000
+
+
+def run_fingerprint(*, run: Run) -> tuple[int, int, int, int]:
+    """Changes whenever the run's grades do: added, deleted, retried (failed -> graded) or flipped."""
+    stats = Grade.objects.filter(run=run).aggregate(
+        n=Count("id"),
+        last=Max("id"),
+        graded=Count("id", filter=Q(status=Grade.Status.GRADED)),
+        met=Count("id", filter=Q(met=True)),
+    )
+    return stats["n"], stats["last"] or 0, stats["graded"], stats["met"]
+
+
+def _responses_of(run: Run) -> QuerySet:
+    # A semi-join on the (run, response) index: an id list of 80,000 would be slower to send.
+    return Response.objects.filter(id__in=Grade.objects.filter(run=run).values("response_id")).order_by()
+
+
+def _by_conversation(queryset: QuerySet, key: str, conversation_ids: list[int]) -> list[tuple]:
+    """The rows of `queryset` whose `key` is one of `conversation_ids`, in chunks."""
+    size = _chunk_size()
+    rows: list[tuple] = []
+    for start in range(0, len(conversation_ids), size):
+        rows += _fetch(queryset.filter(**{f"{key}__in": conversation_ids[start : start + size]}))
+    return rows
+
+
+def _expected_grades(run: Run, response_ids: np.ndarray, conversation_ids: list[int], prompt_ids: list[str]):
+    """How many grades each response should have, by what the run set out to grade.
+
+    Returns (per response or None, per conversation or None); None means the grade rows
+    are the whole rubric:
+
+    * an imported run: the file's rubric items are the grade rows;
+    * a run re-grading another run's responses: as many grades as that run holds for each;
+    * a run on a frozen subset version: the conversation's criteria in the version's
+      snapshot;
+    * any other run: the conversation's criteria as they are now.
+
+    A run on the Consensus subset grades only the level:cluster criteria (Subset.only_cluster_criteria).
+    """
+    if run.status == Run.Status.IMPORTED:
+        return None, None
+    if run.responses_from_id is not None:
+        counts = dict(
+            _fetch(
+                Grade.objects.filter(run_id=run.responses_from_id, response_id__in=_responses_of(run))
+                .values_list("response_id")
+                .annotate(n=Count("id"))
+                .order_by()
+            )
+        )
+        return np.array([counts.get(int(r), 0) for r in response_ids], dtype=np.intp), None
+    version = run.subset_version
+    subset = version.subset if version is not None else run.subset
+    only_cluster = subset is not None and subset.only_cluster_criteria
+    if version is not None:
+        counts = {
+            entry["prompt_id"]: sum(not only_cluster or "level:cluster" in item["tags"] for item in entry["rubrics"])
+            for entry in version.snapshot
+        }
+        return None, np.array([counts.get(p, 0) for p in prompt_ids], dtype=np.intp)
+    criteria = Criterion.objects.order_by()
+    if only_cluster:
+        criteria = criteria.filter(level=Criterion.Level.CLUSTER)
+    per_conversation = criteria.values("conversation_id").annotate(n=Count("id")).values_list("conversation_id", "n")
+    counts = dict(_by_conversation(per_conversation, "conversation_id", conversation_ids))
+    return None, np.array([counts.get(c, 0) for c in conversation_ids], dtype=np.intp)
+
+
+def run_grades_get(*, run: Run) -> RunGrades:
+    """Load a run's grades, its responses and their conversations' tags (three to five queries)."""
+    met_code = Case(
+        When(status=Grade.Status.FAILED, then=Value(scoring.MISSING)),
+        When(met=True, then=Value(scoring.MET)),
+        default=Value(scoring.NOT_MET),
+        output_field=IntegerField(),
+    )
+    grades = _fetch(
+        Grade.objects.filter(run=run)
+        .order_by()
+        .values_list("response_id", "points", met_code, Cast("tags", TextField()), "reused")
+    )
+    response_ids, grade_response = np.unique(_column(grades, 0, np.int64), return_inverse=True)
+    grade_criterion, criterion_tags = _tag_table(list(map(itemgetter(3), grades)))
+    grade_points = _column(grades, 1, np.float64)
+    grade_met = _column(grades, 2, np.int8)
+    n_reused = int(sum(map(itemgetter(4), grades)))
+    del grades
+
+    # A running run gains grades between the two queries: keep the responses graded so far.
+    seen = set(response_ids.tolist())
+    responses = sorted(
+        r for r in _fetch(_responses_of(run).values_list("id", "conversation_id", Length("text"))) if r[0] in seen
+    )
+    if len(responses) != response_ids.size:
+        raise RuntimeError("responses of the run were deleted while its report was read; try again")
+    conversation_ids, response_conversation = np.unique(_column(responses, 1, np.int64), return_inverse=True)
+    conversation_list = conversation_ids.tolist()
+    conversations = {
+        cid: (prompt_id, tags_text)
+        for cid, prompt_id, tags_text in _by_conversation(
+            Conversation.objects.order_by().values_list("id", "prompt_id", Cast("example_tags", TextField())),
+            "id",
+            conversation_list,
+        )
+    }
+    conversation_tag_row, conversation_tags = _tag_table([conversations[c][1] for c in conversation_list])
+    per_response, per_conversation = _expected_grades(
+        run, response_ids, conversation_list, [conversations[c][0] for c in conversation_list]
+    )
+    if per_conversation is not None:
+        per_response = per_conversation[response_conversation]
+    if per_response is not None:
+        # A response graded on more criteria than expected (a criterion deleted since)
+        # counts as complete rather than failing the report.
+        per_response = np.maximum(per_response, np.bincount(grade_response, minlength=response_ids.size))
+    return RunGrades(
+        response_ids=response_ids,
+        response_conversation=response_conversation.astype(np.intp),
+        response_length=np.fromiter((r[2] or 0 for r in responses), dtype=np.float64, count=len(responses)),
+        conversation_ids=conversation_ids,
+        conversation_tag_row=conversation_tag_row,
+        grade_response=grade_response.astype(np.intp),
+        grade_criterion=grade_criterion,
+        grade_points=grade_points,
+        grade_met=grade_met,
+        criterion_tags=criterion_tags,
+        conversation_tags=conversation_tags,
+        expected_grades=per_response,
+        n_reused=n_reused,
+    )

@@ -1,0 +1,166 @@
+"""Score reports for researchers and curators: runs, a run's report, downloads, transcripts."""
+
+import json
+import math
+import re
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models.functions import Length
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+from django_htmx.middleware import HtmxDetails
+
+from annotation.access import require_role
+from grading.access import READERS, get_run_for_reader, get_run_response_for_reader
+from grading.models import Grade, Response, Run
+from grading.reports import scoring
+from grading.reports.report import metric_rows, report_csv, run_report_cached
+
+EXAMPLES_PER_PAGE = 50
+RUNS_PER_PAGE = 50
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+@require_GET
+@login_required
+def report_list(request: HtmxHttpRequest) -> HttpResponse:
+    require_role(request, *READERS)
+    runs = Run.objects.select_related("grader_config").order_by("-created", "-id")
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "reports/report_list.html", {"page": page})
+
+
+@require_GET
+@login_required
+def report_detail(request: HtmxHttpRequest, code) -> HttpResponse:
+    run = get_run_for_reader(request, code)
+    report = run_report_cached(run=run)
+    # Page through positions of the ranking; only the page's responses are read from the database.
+    page = Paginator(range(report.ranked_response_ids.size), EXAMPLES_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"run": run, "page": page, "examples": _examples(report, page)}
+    if request.htmx:
+        return render(request, "reports/report_detail.html#examples", context)
+    data = report.data
+    context.update(
+        data=data,
+        overall=metric_rows(data, scoring.OVERALL)[:1],
+        themes=metric_rows(data, "theme:"),
+        axes=metric_rows(data, "axis:"),
+        other_tags=[
+            row
+            for row in metric_rows(data)
+            if not row["name"].startswith(("score", scoring.OVERALL, "theme:", "axis:", "cluster:"))
+        ],
+        consensus=_consensus_rows(data),
+        worst=_worst_at_k_chart(data["worst_at_k"]),
+    )
+    return render(request, "reports/report_detail.html", context)
+
+
+def _examples(report, page) -> list[dict]:
+    positions = slice(page.start_index() - 1, page.end_index()) if page.paginator.count else slice(0, 0)
+    ids = report.ranked_response_ids[positions].tolist()
+    responses = (
+        Response.objects.filter(id__in=ids)
+        .select_related("conversation")
+        .only("id", "code", "sample_index", "conversation__prompt_id", "conversation__theme")
+        .annotate(length=Length("text"))
+        .in_bulk()
+    )
+    scores = report.ranked_scores[positions].tolist()
+    statuses = report.ranked_status[positions]
+    first = page.start_index()
+    return [
+        {"rank": first + i, "response": responses[pk], "score": None if math.isnan(s) else s, "status": status}
+        for i, (pk, s, status) in enumerate(zip(ids, scores, statuses, strict=True))
+    ]
+
+
+def _consensus_rows(data: dict) -> list[dict]:
+    metrics = data["metrics"]
+    return [
+        {"name": name, **rates, "score": metrics.get(name), "n_samples": metrics.get(f"{name}:n_samples")}
+        for name, rates in sorted(data["consensus_error_rates"].items())
+    ]
+
+
+def _worst_at_k_chart(worst: dict[str, float]) -> dict | None:
+    """Geometry of the worst-at-k line chart, drawn as inline SVG by the template."""
+    if not worst:
+        return None
+    width, height, left, right, top, bottom = 560, 220, 44, 16, 12, 32
+    ks = sorted(int(k) for k in worst)
+    span = max(ks[-1] - 1, 1)
+
+    def x(k: int) -> float:
+        return round(left + (k - 1) / span * (width - left - right), 1)
+
+    def y(value: float) -> float:
+        return round(top + (1 - value) * (height - top - bottom), 1)
+
+    step = max(1, -(-len(ks) // 16))  # at most ~16 labels on the k axis
+    points = [{"k": k, "value": worst[str(k)], "x": x(k), "y": y(worst[str(k)])} for k in ks]
+    return {
+        "width": width,
+        "height": height,
+        "left": left,
+        "plot_right": width - right,
+        "plot_bottom": height - bottom,
+        "points": points,
+        "line": " ".join(f"{p['x']},{p['y']}" for p in points),
+        "y_ticks": [{"label": f"{v:.2f}", "y": y(v)} for v in (0, 0.25, 0.5, 0.75, 1)],
+        "x_ticks": [{"label": k, "x": x(k)} for k in ks[::step]],
+        "label_y": height - 4,
+    }
+
+
+def _download_name(run: Run, extension: str) -> str:
+    return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', run.name).strip('-') or 'run'}-report.{extension}"
+
+
+@require_GET
+@login_required
+def report_json(request: HtmxHttpRequest, code) -> HttpResponse:
+    run = get_run_for_reader(request, code)
+    text = json.dumps(run_report_cached(run=run).data, indent=2) + "\n"
+    response = HttpResponse(text, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "json")}"'
+    return response
+
+
+@require_GET
+@login_required
+def report_csv_download(request: HtmxHttpRequest, code) -> HttpResponse:
+    run = get_run_for_reader(request, code)
+    response = HttpResponse(report_csv(run_report_cached(run=run).data), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "csv")}"'
+    return response
+
+
+@require_GET
+@login_required
+def report_transcript(request: HtmxHttpRequest, code, response_code) -> HttpResponse:
+    run = get_run_for_reader(request, code)
+    response = get_run_response_for_reader(request, run, response_code)
+    grades = list(
+        Grade.objects.filter(run=run, response=response)
+        .only("position", "criterion_text", "points", "tags", "status", "met", "explanation", "error")
+        .order_by("position")
+    )
+    failed = sum(g.status == Grade.Status.FAILED for g in grades)
+    # The score as the report computes it, unless a grade failed (then the report leaves it out).
+    score = None if failed else scoring.example_score([g.points for g in grades], [bool(g.met) for g in grades])
+    context = {
+        "run": run,
+        "response": response,
+        "conversation": response.conversation,
+        "grades": grades,
+        "failed": failed,
+        "score": score,
+    }
+    return render(request, "reports/report_transcript.html", context)

@@ -1,0 +1,143 @@
+"""The layout's rules, checked on the source: no import circles between our modules (every
+import counts, also inside functions and under TYPE_CHECKING), and the pure modules stay free
+of Django so that they can be used and tested as plain functions over arrays."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGES = ("annotation", "grading", "healthbench_web")
+# Pure computation: plain values in, plain values out; no Django, no database.
+PURE = [
+    "grading.reports.scoring",
+    "grading.reports.comparison",
+    "grading.metaeval.agreement",
+    "grading.pipeline.grader_prompt",
+    "annotation.rubric_checks",
+    "annotation.formats.rubric_merge",
+]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every module of ours that `name` imports, wherever the import statement stands."""
+    targets = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                # `from package import module` names the module; `from module import name` the module.
+                targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base)
+    return {target for target in targets if target in MODULES and target != name}
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_checker_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_of_ours_imports_itself_through_others():
+    assert _cycles(GRAPH) == []
+
+
+@pytest.mark.parametrize("name", PURE)
+def test_pure_modules_import_no_django_and_no_models(name):
+    path = MODULES[name]
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert not imported & {"django", "rest_framework", "celery"}, f"{name} imports {imported}"
+    assert not {target for target in GRAPH[name] if target.endswith(".models") or ".models." in target}
+
+
+def test_models_import_no_services_views_or_tasks():
+    for name in MODULES:
+        if name.endswith(".models") or ".models." in name:
+            assert not {
+                t for t in GRAPH[name] if any(p in t for p in (".services", ".views", ".pipeline", ".reports"))
+            }, name
+
+
+def test_no_top_level_module_is_one_of_six_siblings_sharing_a_prefix():
+    for package in ("annotation", "grading"):
+        names = [p.stem for p in (REPO / package).glob("*.py") if p.stem != "__init__"]
+        prefixes: dict[str, int] = {}
+        for stem in names:
+            if "_" in stem:
+                prefixes[stem.split("_")[0]] = prefixes.get(stem.split("_")[0], 0) + 1
+        assert max(prefixes.values(), default=0) < 6, (package, prefixes)
