@@ -116,6 +116,9 @@ class Run(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    # Goes up at each progress step of the run (a share of its batches done, its end, a resume):
+    # cached reports are keyed by it, so each step's report is computed once, on every process.
+    report_version = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created"]

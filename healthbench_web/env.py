@@ -48,3 +48,38 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    by_lower = {choice.lower(): choice for choice in choices}
+    if raw.strip().lower() not in by_lower:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not one of: {', '.join(choices)}")
+    return by_lower[raw.strip().lower()]
+
+
+_PERIODS = {"s": "second", "sec": "second", "second": "second", "m": "minute", "min": "minute", "minute": "minute",
+            "h": "hour", "hour": "hour", "d": "day", "day": "day"}  # fmt: skip
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate as DRF's throttles read it: '<count>/<second|minute|hour|day>'."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    count, _, period = raw.strip().partition("/")
+    if not count.isdigit() or int(count) < 1 or period.strip().lower() not in _PERIODS:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a rate: use e.g. 30/hour or 5/minute")
+    return f"{int(count)}/{_PERIODS[period.strip().lower()]}"
+
+
+def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    if not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):
+        raise ImproperlyConfigured(f"{name}={raw!r} must start with one of: {', '.join(s + '://' for s in schemes)}")
+    return value

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
-from healthbench_web.env import env_bool, env_int, env_list, env_str
+from healthbench_web.env import env_bool, env_choice, env_int, env_list, env_rate, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
@@ -60,6 +61,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: an internal probe of /healthz/ is answered before the HTTPS redirect and the
+    # host check, which would turn it into a 301 or a 400 (healthbench_web/health.py).
+    "healthbench_web.health.HealthProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "healthbench_web.middleware.RejectNulBytes",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -127,6 +131,35 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# --- Caches --------------------------------------------------------------------------------
+# Run reports and meta-eval results (computed once per progress step of a run), API throttle
+# counts and sessions live here. With Redis every gunicorn process and worker shares them;
+# without, each process keeps its own (fine for scripts/run's one server process).
+# CACHE_URL defaults to REDIS_URL: the cache's keys carry CACHE_KEY_PREFIX and a time to live,
+# so they sit beside Celery's queues in the same database (run Redis with
+# maxmemory-policy volatile-lru, as docker-compose.yml does, so only cache keys are evicted).
+CACHE_URL = env_url("CACHE_URL", env_str("REDIS_URL", ""), schemes=("redis", "rediss"))
+CACHE_KEY_PREFIX = env_str("CACHE_KEY_PREFIX", "healthbench")
+if CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
+            # A Redis outage should fail a request in seconds (the health check says why), not hang it.
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 5},
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
+            # A paper-size report holds ~3 MB of arrays: keep a few dozen runs, not 300 entries.
+            "OPTIONS": {"MAX_ENTRIES": 100},
+        }
+    }
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -167,7 +200,14 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
 # The test suite gives each session a broker folder and a queue of its own (tests/isolation.py),
 # so that a development worker on the same folder or Redis never takes a test's tasks.
 BROKER_DIR = Path(env_str("CELERY_BROKER_DIR", str(VAR_DIR / "broker")))
-CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# Two queues from one prefix, so that policy sampling (long generations) and grading (short
+# calls) can get workers of their own: a batch of a run that samples goes to the sampling
+# queue, every other task to the grading queue. A worker started without -Q takes both.
+CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "healthbench")
+CELERY_SAMPLING_QUEUE = f"{CELERY_QUEUE_PREFIX}.sampling"
+CELERY_GRADING_QUEUE = f"{CELERY_QUEUE_PREFIX}.grading"
+CELERY_TASK_DEFAULT_QUEUE = CELERY_GRADING_QUEUE
+CELERY_TASK_QUEUES = [Queue(CELERY_GRADING_QUEUE), Queue(CELERY_SAMPLING_QUEUE)]
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("in", "processed", "control"):
@@ -190,10 +230,27 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
+# A worker process is replaced after this many tasks, or once it holds more than this much
+# memory, so that a leak or a large report computed in a worker never accumulates.
+CELERY_WORKER_MAX_TASKS_PER_CHILD = env_int("CELERY_WORKER_MAX_TASKS_PER_CHILD", 100, minimum=1)
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = 1024 * env_int("CELERY_WORKER_MAX_MEMORY_MB", 1024, minimum=64)
+# Workers log through Django's LOGGING (below), in the same format as the web processes.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A grading task renews the lease on its batch while it works; when a worker dies, another
 # worker's sweep (every GRADING_SWEEP_SECONDS) queues the batch again once the lease ran out.
 GRADING_LEASE_SECONDS = env_int("GRADING_LEASE_SECONDS", 60, minimum=2)
 GRADING_SWEEP_SECONDS = env_int("GRADING_SWEEP_SECONDS", 15, minimum=1)
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # Redis hands an unacknowledged message to another worker after the visibility timeout.
+    # Tasks are acknowledged when they end (acks late), so it must outlast the longest task
+    # (the hard time limit) plus the longest retry delay (a batch waits up to 2**4 s), or a
+    # task still running would be delivered twice. Past that, it only adds to the recovery
+    # that the lease sweep already gives within GRADING_LEASE_SECONDS + GRADING_SWEEP_SECONDS.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int(
+            "CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 60, minimum=CELERY_TASK_TIME_LIMIT + 20
+        )
+    }
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -205,7 +262,18 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # Throttle counts are kept in the default cache (shared by all processes with Redis). The
+    # client's address is REMOTE_ADDR unless API_NUM_PROXIES says how many proxies in front
+    # append to X-Forwarded-For; trusting that header without a proxy would let anyone pick
+    # their own address.
+    "NUM_PROXIES": env_int("API_NUM_PROXIES", 0, minimum=0, maximum=5),
 }
+# --- API limits ------------------------------------------------------------------------------
+# Launching a run starts paid LLM calls; a token request checks a password. Both are limited
+# per user (per address for token requests); dry runs (the estimate) are not counted.
+API_RUN_LAUNCH_RATE = env_rate("API_RUN_LAUNCH_RATE", "30/hour")
+API_TOKEN_RATE = env_rate("API_TOKEN_RATE", "10/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "HealthBench Studio API",
     "DESCRIPTION": "Conversations, rubrics, subsets, grading runs and their reports. "
@@ -221,6 +289,8 @@ SPECTACULAR_SETTINGS = {
 if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    # An internal probe speaks plain HTTP (HealthProbeMiddleware answers it first anyway).
+    SECURE_REDIRECT_EXEMPT = [r"^healthz/$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
@@ -228,9 +298,18 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = True
     SECURE_CONTENT_TYPE_NOSNIFF = True
 
+# --- Logs ------------------------------------------------------------------------------------
+# One line per record with its time and level: readable text, or with LOG_FORMAT=json one JSON
+# object per line for a log collector. Web processes and Celery workers use the same handler.
+LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
+LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
+    "formatters": {
+        "text": {"()": "healthbench_web.log_format.TextFormatter"},
+        "json": {"()": "healthbench_web.log_format.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
 }

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from annotation.views import conversations as annotation_views
+from healthbench_web.health import healthz
 
 urlpatterns = [
     path("", annotation_views.home, name="home"),
@@ -14,7 +15,7 @@ urlpatterns = [
         name="password_change",
     ),
     path("password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
-    path("healthz/", annotation_views.healthz, name="healthz"),
+    path("healthz/", healthz, name="healthz"),
     path("", include("annotation.urls")),
     path("", include("grading.urls")),
     path("api/", include("healthbench_web.api_urls")),

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.cache import cache
+from django.db.models import F
 from django.urls import reverse
 
 from annotation.models import Physician
@@ -16,14 +16,6 @@ from grading.reports.report import run_report
 from tests import healthbench_rows as rows
 from tests.test_import_run import graded_row, import_dataset, import_run, write_results
 from tests.test_run_report import import_fixture
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    # Reports are cached per process; every test starts from a cold cache.
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def make_user(role: str) -> User:
@@ -175,7 +167,7 @@ def test_the_transcript_shows_the_conversation_the_response_and_every_grade(rese
 # --- speed ----------------------------------------------------------------------------------
 
 
-def test_the_report_is_computed_once_until_the_grades_change(researcher, run, monkeypatch):
+def test_the_report_is_computed_once_until_the_run_moves_on(researcher, run, monkeypatch):
     calls = []
     real = run_report_module.run_report
 
@@ -190,6 +182,10 @@ def test_the_report_is_computed_once_until_the_grades_change(researcher, run, mo
     researcher.get(reverse("report_json", args=[run.code]))
     assert len(calls) == 1
     Grade.objects.filter(run=run, position=0).update(met=None, status=Grade.Status.FAILED)
+    researcher.get(url)
+    assert len(calls) == 1, "grades changed outside a progress step: the cached step still stands"
+    # What the pipeline does at each progress step and at the run's end.
+    Run.objects.filter(id=run.id).update(report_version=F("report_version") + 1)
     page = researcher.get(url)
     assert len(calls) == 2
     assert page.context["data"]["counts"]["failed"] > 0
@@ -197,10 +193,11 @@ def test_the_report_is_computed_once_until_the_grades_change(researcher, run, mo
 
 def test_query_counts_stay_fixed(researcher, run, django_assert_max_num_queries):
     url = reverse("report_detail", args=[run.code])
-    # Session, user, role, run, fingerprint, grades, responses, conversations, the page's rows.
-    with django_assert_max_num_queries(9):
+    # Session, user, role, run, grades, responses, conversations, the page's rows.
+    with django_assert_max_num_queries(8):
         researcher.get(url)
-    with django_assert_max_num_queries(6):
+    # From the cache: session, user, role, run, the page's rows.
+    with django_assert_max_num_queries(5):
         researcher.get(url, {"page": 2})
     with django_assert_max_num_queries(5):
         researcher.get(reverse("report_list"))

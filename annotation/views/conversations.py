@@ -2,9 +2,8 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
 
 from annotation.access import WORKING, get_conversation_for_reader, physician_for, require_role, role_of
 from annotation.models import THEMES, Conversation, Physician
@@ -28,12 +27,6 @@ def home(request: HttpRequest) -> HttpResponse:
         "themes": Conversation.objects.values("theme").annotate(n=Count("id")).order_by("theme") if reader else [],
     }
     return render(request, "home.html", context)
-
-
-@require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
-    Conversation.objects.exists()
-    return JsonResponse({"status": "ok"})
 
 
 @login_required

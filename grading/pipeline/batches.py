@@ -40,6 +40,7 @@ from grading.pipeline import client as llm
 from grading.pipeline import engine
 from grading.pipeline.client import ChatReply, GradeOutcome, RetryPolicy, ask_grader
 from grading.pipeline.endpoint import Endpoint, EndpointConfigError
+from grading.pipeline.failure_log import failures_note
 from grading.pipeline.grader_prompt import conversation_block, render, rubric_item
 from grading.pipeline.rate_limit import limiter_for_loop
 from grading.pipeline.runs import (
@@ -47,6 +48,7 @@ from grading.pipeline.runs import (
     batches_queue,
     run_fail,
     run_finish_if_complete,
+    run_progress_step,
 )
 from grading.pipeline.sampling import (
     SampleJob,
@@ -144,16 +146,22 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
     """Everything the task does, from claim to end."""
     claim = batch_claim(batch_id=batch_id)
     if claim is None:
+        log.info("batch %s not claimed: done, cancelled or taken", batch_id, extra={"batch": batch_id})
         return Outcome.SKIPPED
     run_id = claim.batch.run_id
+    where = {"run": claim.batch.run.name, "batch": claim.batch.number, "claim": claim.token}
+    log.info("run %r batch %d claimed (%d items)", where["run"], claim.batch.number, claim.batch.items, extra=where)
     try:
         outcome, failed_samples = _work(claim, retry or llm.DEFAULT_RETRY)
     except EndpointConfigError as exc:
         run_fail(run_id=run_id, error=str(exc))
         return Outcome.FAILED
     except Exception as exc:
-        log.exception("batch %s of run %s failed", batch_id, run_id)
-        if claim.hand_back(error=f"{type(exc).__name__}: {exc}") == RunBatch.Status.QUEUED:
+        status = claim.hand_back(error=f"{type(exc).__name__}: {exc}")
+        log.exception(
+            "run %r batch %d failed (%s)", where["run"], claim.batch.number, status or "no longer ours", extra=where
+        )
+        if status == RunBatch.Status.QUEUED:
             batches_queue([batch_id], countdown=2.0**claim.batch.failures)
         else:
             run_finish_if_complete(run_id=run_id)
@@ -162,7 +170,9 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
         if claim.hand_back():
             batches_queue([batch_id])
     elif outcome is Outcome.DONE and claim.finish(failed_samples=failed_samples):
+        run_progress_step(run_id=run_id)
         run_finish_if_complete(run_id=run_id)
+    log.info("run %r batch %d %s", where["run"], claim.batch.number, outcome, extra={**where, "outcome": str(outcome)})
     return outcome
 
 
@@ -216,6 +226,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
                 return Outcome.STOPPED, failed_samples
 
     def rows_of(results: list[tuple[str, GradeOutcome]]) -> list[Grade]:
+        failures_note(run, "grader", [outcome.error for _, outcome in results if outcome.met is None])
         # Items with the same request (rare: a response repeated) share one call.
         return [
             _grade_row(run.id, item, key, outcome, reused=n > 0)
@@ -250,6 +261,7 @@ def _sample(claim: Claim, policy: Endpoint, retry: RetryPolicy, deadline: float)
         nonlocal failed
         replies = [(job, r) for job, r in results if isinstance(r, ChatReply)]
         failed += len(results) - len(replies)
+        failures_note(run, "policy", [str(r) for _, r in results if not isinstance(r, ChatReply)])
         return replies
 
     async def sample_all(emit, stop) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from datetime import timedelta
 from functools import partial
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Case, Count, Exists, F, OuterRef, Q, Value, When
+from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
 from annotation.services.subset_versions import subset_version_freeze
@@ -29,9 +31,19 @@ from healthbench_web.celery import app as celery_app
 # The name grading.pipeline.tasks.grade_batch is registered under (the name it had before
 # the move, so that messages queued by an older release still reach it).
 GRADE_BATCH_TASK = "grading.tasks.grade_batch"
+WARM_REPORT_TASK = "grading.tasks.warm_report"
 
 MAX_BATCH_FAILURES = 5  # claims of one batch that ended without finishing: then it is given up
 OPEN = (RunBatch.Status.QUEUED, RunBatch.Status.RUNNING)
+# A running run's report is recomputed at most this many times while its batches finish (each
+# twentieth of them moves Run.report_version on), plus once when it ends.
+REPORT_STEPS = 20
+
+log = logging.getLogger(__name__)
+
+
+def _next_version() -> CombinedExpression:
+    return F("report_version") + 1
 
 
 def batch_size_for(concurrency: int, remaining: int) -> int:
@@ -46,12 +58,19 @@ def batch_size_for(concurrency: int, remaining: int) -> int:
 
 
 def batches_queue(batch_ids: list[int], *, countdown: float | None = None) -> None:
-    """Queue one task per batch when the current transaction commits."""
+    """Queue one task per batch when the current transaction commits: on the sampling queue
+    for a run that samples a policy model, on the grading queue otherwise."""
+    if not batch_ids:
+        return
     # Looked up by name in Celery's registry rather than imported: the tasks module calls
     # these services, so importing it here would tie the two in a circle.
     grade_batch = celery_app.tasks[GRADE_BATCH_TASK]
+    sampling = set(
+        RunBatch.objects.filter(id__in=batch_ids, run__policy_config__isnull=False).values_list("id", flat=True)
+    )
     for batch_id in batch_ids:
-        transaction.on_commit(partial(grade_batch.apply_async, (batch_id,), countdown=countdown))
+        queue = settings.CELERY_SAMPLING_QUEUE if batch_id in sampling else settings.CELERY_GRADING_QUEUE
+        transaction.on_commit(partial(grade_batch.apply_async, (batch_id,), countdown=countdown, queue=queue))
 
 
 def grader_config_for(spec: EndpointSpec, *, template: str) -> GraderConfig:
@@ -132,10 +151,19 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 started=timezone.now(),
             )
             RunBatch.objects.bulk_create(_batches(run, plan))
-            batches_queue(list(run.batches.values_list("id", flat=True)))
+            batch_ids = list(run.batches.values_list("id", flat=True))
+            batches_queue(batch_ids)
     except IntegrityError:
         # Another launch took the name between the check and the insert.
         raise RunSpecError([f"a run named {spec.name!r} already exists; choose another name"]) from None
+    log.info(
+        "run %r launched: %d grades in %d batches",
+        run.name,
+        run.total_items,
+        len(batch_ids),
+        extra={"run": run.name, "grader": run.grader_config.model if run.grader_config else "",
+               "policy": run.policy_model, "sampling": spec.policy is not None},
+    )  # fmt: skip
     return run
 
 
@@ -144,12 +172,13 @@ def run_cancel(*, run: Run) -> bool:
     now = timezone.now()
     with transaction.atomic():
         if not Run.objects.filter(id=run.id, status__in=(Run.Status.PENDING, Run.Status.RUNNING)).update(
-            status=Run.Status.CANCELLED, finished=now
+            status=Run.Status.CANCELLED, finished=now, report_version=_next_version()
         ):
             return False
         RunBatch.objects.filter(run=run, status__in=OPEN).update(
             status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
         )
+    log.info("run %r cancelled", run.name, extra={"run": run.name, "status": Run.Status.CANCELLED})
     return True
 
 
@@ -157,19 +186,22 @@ def run_fail(*, run_id: int, error: str) -> None:
     """End a run that cannot work at all (say, its API key is not set), with the reason."""
     now = timezone.now()
     with transaction.atomic():
-        Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
-            status=Run.Status.FAILED, error=error, finished=now
+        failed = Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
+            status=Run.Status.FAILED, error=error, finished=now, report_version=_next_version()
         )
         RunBatch.objects.filter(run_id=run_id, status__in=OPEN).update(
             status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
         )
+    if failed:
+        name = Run.objects.values_list("name", flat=True).get(id=run_id)
+        log.error("run %r failed: %s", name, error, extra={"run": name, "status": Run.Status.FAILED})
 
 
 def run_finish_if_complete(*, run_id: int) -> bool:
     """Flip a running run to done (or failed, when a batch was given up) once no batch is
     open. Conditional, so of two tasks ending together exactly one flips it."""
     batches = RunBatch.objects.filter(run=OuterRef("pk"))
-    return bool(
+    flipped = bool(
         Run.objects.filter(id=run_id, status=Run.Status.RUNNING)
         .filter(~Exists(batches.filter(status__in=OPEN)))
         .update(
@@ -178,8 +210,53 @@ def run_finish_if_complete(*, run_id: int) -> bool:
                 default=Value(Run.Status.DONE),
             ),
             finished=timezone.now(),
+            report_version=_next_version(),
         )
     )
+    if flipped:
+        _log_run_end(run_id)
+        _report_warm(run_id)
+    return flipped
+
+
+def _log_run_end(run_id: int) -> None:
+    run = Run.objects.get(id=run_id)
+    counts = Grade.objects.filter(run=run).aggregate(
+        graded=Count("id", filter=Q(status=Grade.Status.GRADED)),
+        failed=Count("id", filter=Q(status=Grade.Status.FAILED)),
+    )
+    seconds = (run.finished - run.started).total_seconds() if run.finished and run.started else None
+    log.log(
+        logging.INFO if run.status == Run.Status.DONE else logging.ERROR,
+        "run %r ended %s: %d graded, %d failed of %d",
+        run.name,
+        run.status,
+        counts["graded"],
+        counts["failed"],
+        run.total_items,
+        extra={"run": run.name, "status": run.status, "seconds": seconds},
+    )
+
+
+def _report_warm(run_id: int) -> None:
+    """Compute the ended run's report in a worker, so that its page opens from the cache at
+    once on every web process. Only with a cache that processes share."""
+    if "RedisCache" not in settings.CACHES["default"]["BACKEND"] or WARM_REPORT_TASK not in celery_app.tasks:
+        return
+    transaction.on_commit(partial(celery_app.tasks[WARM_REPORT_TASK].apply_async, (run_id,)))
+
+
+def run_progress_step(*, run_id: int) -> None:
+    """A batch of the run finished: move its report version on when that completes another
+    REPORT_STEPS-th of the batches, so that a running run's report is recomputed a bounded
+    number of times, however many batches it has. (Two batches ending together may both
+    see the same count: a step is then skipped or taken twice, which costs nothing.)"""
+    counts = RunBatch.objects.filter(run_id=run_id).aggregate(
+        total=Count("id"), done=Count("id", filter=Q(status=RunBatch.Status.DONE))
+    )
+    total, done = counts["total"], counts["done"]
+    if total and done and done * REPORT_STEPS // total != (done - 1) * REPORT_STEPS // total:
+        Run.objects.filter(id=run_id).update(report_version=_next_version())
 
 
 def _grades_per_batch(run: Run) -> dict[int, int]:
@@ -221,7 +298,9 @@ def run_resume(*, run: Run, retry_failed: bool = False) -> int:
             status=RunBatch.Status.QUEUED, lease_until=None, touched=now, failures=0, error=""
         )
         if again or run.batches.filter(live).exists():
-            Run.objects.filter(id=run.id).update(status=Run.Status.RUNNING, finished=None, error="")
+            Run.objects.filter(id=run.id).update(
+                status=Run.Status.RUNNING, finished=None, error="", report_version=_next_version()
+            )
         else:
             RunBatch.objects.filter(run=run).exclude(status=RunBatch.Status.DONE).update(
                 status=RunBatch.Status.DONE, lease_until=None, touched=now
@@ -230,6 +309,9 @@ def run_resume(*, run: Run, retry_failed: bool = False) -> int:
             run_finish_if_complete(run_id=run.id)
         batches_queue(again)
     run.refresh_from_db()
+    log.info(
+        "run %r resumed: %d batch(es) queued again", run.name, len(again), extra={"run": run.name, "status": run.status}
+    )
     return len(again)
 
 

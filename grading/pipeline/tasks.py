@@ -14,8 +14,10 @@ from celery import bootsteps, shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
+from grading.models import Run
 from grading.pipeline.batches import batch_run
-from grading.pipeline.runs import GRADE_BATCH_TASK, runs_sweep
+from grading.pipeline.runs import GRADE_BATCH_TASK, WARM_REPORT_TASK, runs_sweep
+from grading.reports.report import run_report_cached
 from healthbench_web.celery import app
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,14 @@ log = logging.getLogger(__name__)
 def grade_batch(batch_id: int) -> str:
     """Claim one batch of a run and do what is missing of it (see grading.pipeline.batches)."""
     return str(batch_run(batch_id=batch_id))
+
+
+@shared_task(name=WARM_REPORT_TASK, ignore_result=True)
+def warm_report(run_id: int) -> None:
+    """Compute an ended run's report into the shared cache (a no-op when it is there already)."""
+    run = Run.objects.filter(id=run_id).first()
+    if run is not None:
+        run_report_cached(run=run)
 
 
 def sweep() -> None:

@@ -26,14 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from django.core.cache import cache
 
 from grading.models import Run
 from grading.reports import scoring
-from grading.reports.selectors import RunGrades, run_fingerprint, run_grades_get
+from grading.reports.selectors import RunGrades, run_grades_get
+from healthbench_web.shared_cache import once_per_version
 
 DEFAULT_SEED = 0
-CACHE_SECONDS = 24 * 3600
 CSV_COLUMNS = ("name", "value", "n_samples", "bootstrap_std")
 
 
@@ -118,17 +117,20 @@ def _incomplete(grades: RunGrades) -> npt.NDArray[np.bool_]:
 
 
 def run_report_cached(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
-    """run_report, kept in Django's cache until the run's grades change (one small query to tell).
+    """run_report, computed once per progress step of the run (Run.report_version) and shared
+    by every process through the cache; no query beyond the run's own row, which the caller has.
 
-    The key holds the run's code, not its id: ids come back after a rollback on SQLite."""
+    While the run is active, a request that finds another process computing the new step gets
+    the previous step's report at once rather than waiting. The key holds the run's code, not
+    its id: ids come back after a rollback on SQLite."""
     if seed is None:
         return run_report(run=run, seed=None)
-    key = "run-report:v1:{}:{}:{}".format(run.code, seed, ":".join(map(str, run_fingerprint(run=run))))
-    report = cache.get(key)
-    if report is None:
-        report = run_report(run=run, seed=seed)
-        cache.set(key, report, CACHE_SECONDS)
-    return report
+    return once_per_version(
+        f"run-report:v2:{run.code}:{seed}",
+        run.report_version,
+        lambda: run_report(run=run, seed=seed),
+        stale_ok=run.is_active,
+    )
 
 
 # --- presentation shared by the CSV and the page ----------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from django.db import connection
-from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, TextField, Value, When
+from django.db.models import Case, Count, IntegerField, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast, Length
 
 from annotation.models import Conversation, Criterion
@@ -78,17 +78,6 @@ def _tag_table(texts: Sequence[str]) -> tuple[npt.NDArray[np.intp], scoring.TagT
 def _chunk_size() -> int:
     # SQLite allows 999 variables per query in old builds; PostgreSQL takes long IN lists.
     return 900 if connection.vendor == "sqlite" else 10_000
-
-
-def run_fingerprint(*, run: Run) -> tuple[int, int, int, int]:
-    """Changes whenever the run's grades do: added, deleted, retried (failed -> graded) or flipped."""
-    stats = Grade.objects.filter(run=run).aggregate(
-        n=Count("id"),
-        last=Max("id"),
-        graded=Count("id", filter=Q(status=Grade.Status.GRADED)),
-        met=Count("id", filter=Q(met=True)),
-    )
-    return stats["n"], stats["last"] or 0, stats["graded"], stats["met"]
 
 
 def _responses_of(run: Run) -> QuerySet:

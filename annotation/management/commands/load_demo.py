@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from annotation.formats.importer import ImportFailed, ImportSummary, import_healthbench_lines
@@ -176,6 +177,8 @@ def demo_run_create(*, responses: list[DemoResponse]) -> tuple[Run, int]:
         for position, criterion in enumerate(_rubric(item.response.conversation_id))
     ]
     Grade.objects.bulk_create(grades)
+    # New grades: a cached report of the previous load must not be shown.
+    Run.objects.filter(id=run.id).update(report_version=F("report_version") + 1)
     return run, len(grades)
 
 
