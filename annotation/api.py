@@ -1,12 +1,13 @@
 """REST API for conversations, criteria, subsets and their versions."""
 
 from django.db.models import Count, Prefetch
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from annotation.access import physician_for
+from annotation.api_filters import ConversationFilter, CriterionFilter, SubsetVersionFilter
 from annotation.models import Conversation, Criterion, Subset, SubsetVersion
 from annotation.services.subset_versions import subset_version_freeze
 from healthbench_web.api_permissions import ReadersOnly
@@ -59,28 +60,14 @@ class ConversationDetailSerializer(ConversationSerializer):
         fields = ConversationSerializer.Meta.fields + ["criteria"]
 
 
-FILTERS = [
-    OpenApiParameter("theme", str, description="e.g. emergency_referrals"),
-    OpenApiParameter("subset", str, description="subset name"),
-    OpenApiParameter("prompt_id", str),
-]
-
-
-@extend_schema_view(list=extend_schema(parameters=FILTERS))
 class ConversationViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [ReadersOnly]
     lookup_field = "prompt_id"
     lookup_value_regex = "[^/]+"
+    filterset_class = ConversationFilter
 
     def get_queryset(self):
         query = Conversation.objects.annotate(n_criteria=Count("criteria")).order_by("id")
-        params = self.request.query_params
-        if params.get("theme"):
-            query = query.filter(theme=params["theme"])
-        if params.get("subset"):
-            query = query.filter(memberships__subset__name=params["subset"])
-        if params.get("prompt_id"):
-            query = query.filter(prompt_id=params["prompt_id"])
         if self.action == "retrieve":
             query = query.prefetch_related(Prefetch("criteria", Criterion.objects.order_by("position", "id")))
         return query
@@ -89,32 +76,13 @@ class ConversationViewSet(viewsets.ReadOnlyModelViewSet):
         return ConversationDetailSerializer if self.action == "retrieve" else ConversationSerializer
 
 
-@extend_schema_view(
-    list=extend_schema(
-        parameters=[
-            OpenApiParameter("conversation", str, description="prompt_id"),
-            OpenApiParameter("level", str, enum=["example", "cluster"]),
-            OpenApiParameter("axis", str),
-            OpenApiParameter("cluster", str, description="e.g. cluster:emergency_referrals_..."),
-        ]
-    )
-)
 class CriterionViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [ReadersOnly]
     serializer_class = CriterionSerializer
+    filterset_class = CriterionFilter
 
     def get_queryset(self):
-        query = Criterion.objects.select_related("conversation", "consensus_criterion").order_by("id")
-        params = self.request.query_params
-        if params.get("conversation"):
-            query = query.filter(conversation__prompt_id=params["conversation"])
-        if params.get("level"):
-            query = query.filter(level=params["level"])
-        if params.get("axis"):
-            query = query.filter(axis=params["axis"])
-        if params.get("cluster"):
-            query = query.filter(consensus_criterion__cluster=params["cluster"])
-        return query
+        return Criterion.objects.select_related("conversation", "consensus_criterion").order_by("id")
 
 
 class SubsetVersionSerializer(serializers.ModelSerializer):
@@ -177,9 +145,7 @@ class SubsetVersionViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [ReadersOnly]
     serializer_class = SubsetVersionSerializer
     lookup_field = "code"
+    filterset_class = SubsetVersionFilter
 
     def get_queryset(self):
-        query = _versions().order_by("subset__name", "number")
-        if self.request.query_params.get("subset"):
-            query = query.filter(subset__name=self.request.query_params["subset"])
-        return query
+        return _versions().order_by("subset__name", "number")

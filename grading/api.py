@@ -5,11 +5,14 @@ from dataclasses import asdict
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response as ApiResponse
 
 from annotation.models import Subset
-from grading.metaeval.report import run_meta_eval_report
+from grading.api_filters import GradeFilter, RunFilter
+from grading.api_serializers import MetaEvalReportSerializer, RunReportSerializer
+from grading.metaeval.report import run_meta_eval_report_cached
 from grading.models import Grade, Run
 from grading.pipeline.estimate import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
@@ -17,6 +20,7 @@ from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import run_cancel, run_launch
 from grading.reports.report import run_report_cached
 from healthbench_web.api_permissions import ResearchersWrite
+from healthbench_web.throttles import RunLaunchThrottle
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -132,15 +136,35 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = RunSerializer
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
+    filterset_class = RunFilter
+
+    def _runs(self):
+        query = Run.objects.select_related("grader_config", "subset", "subset_version__subset", "responses_from")
+        return query.order_by("-created", "-id")
 
     def get_queryset(self):
-        query = Run.objects.select_related("grader_config", "subset", "subset_version__subset", "responses_from")
-        if self.request.query_params.get("status"):
-            query = query.filter(status=self.request.query_params["status"])
-        return query.order_by("-created", "-id")
+        if self.action == "grades":
+            # What the grades action filters and pages (and what its schema's filters describe).
+            return Grade.objects.select_related("response__conversation").order_by("response_id", "position")
+        return self._runs()
 
     def get_serializer_class(self):
         return RunCreateSerializer if self.action == "create" else RunSerializer
+
+    def get_object(self) -> Run:
+        # The filters narrow lists (the runs, a run's grades); finding the run itself ignores them.
+        run = get_object_or_404(self._runs(), name=self.kwargs["name"])
+        self.check_object_permissions(self.request, run)
+        return run
+
+    def get_throttles(self):
+        # Only a real launch starts paid calls; an estimate (dry_run) is not counted.
+        if self.action == "create" and not _dry_run(self.request.data):
+            return [RunLaunchThrottle()]
+        return super().get_throttles()
+
+    def throttled(self, request, wait):
+        raise Throttled(wait, detail=RunLaunchThrottle().refusal(wait))
 
     def create(self, request, *args, **kwargs):
         form = RunCreateSerializer(data=request.data)
@@ -166,35 +190,38 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run.refresh_from_db()
         return ApiResponse(RunSerializer(run).data)
 
-    @extend_schema(
-        parameters=[OpenApiParameter("status", str, enum=["graded", "failed"]), OpenApiParameter("prompt_id", str)],
-        responses={200: GradeSerializer(many=True)},
-    )
-    @action(detail=True, methods=["get"])
+    @extend_schema(filters=True, responses={200: GradeSerializer(many=True)})
+    @action(detail=True, methods=["get"], filterset_class=GradeFilter)
     def grades(self, request, name=None):
         run = self.get_object()
-        query = (
-            Grade.objects.filter(run=run).select_related("response__conversation").order_by("response_id", "position")
-        )
-        if request.query_params.get("status"):
-            query = query.filter(status=request.query_params["status"])
-        if request.query_params.get("prompt_id"):
-            query = query.filter(response__conversation__prompt_id=request.query_params["prompt_id"])
-        page = self.paginate_queryset(query)
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset().filter(run=run)))
         return self.get_paginated_response(GradeSerializer(page, many=True).data)
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: RunReportSerializer})
     @action(detail=True, methods=["get"])
     def report(self, request, name=None):
         """The score report: the reference's metric names plus worst-at-k, error rates and counts."""
         return ApiResponse(run_report_cached(run=self.get_object()).data)
 
-    @extend_schema(responses={200: dict}, parameters=[OpenApiParameter("seed", int)])
+    @extend_schema(
+        responses={200: MetaEvalReportSerializer},
+        parameters=[OpenApiParameter("seed", int, description="seed of the bootstrap resamples (default 0)")],
+    )
     @action(detail=True, methods=["get"], url_path="meta-eval")
     def meta_eval(self, request, name=None):
         """Grader-vs-physician agreement on the consensus items this run graded."""
+        seed = serializers.IntegerField(min_value=0, max_value=2**32 - 1)
         try:
-            seed = int(request.query_params.get("seed", 0))
-        except ValueError:
-            raise ValidationError({"seed": "must be an integer"}) from None
-        return ApiResponse(run_meta_eval_report(run=self.get_object(), seed=seed))
+            value = seed.run_validation(request.query_params.get("seed", 0))
+        except serializers.ValidationError as exc:
+            raise ValidationError({"seed": exc.detail}) from None
+        return ApiResponse(run_meta_eval_report_cached(run=self.get_object(), seed=value))
+
+
+def _dry_run(data) -> bool:
+    if not hasattr(data, "get"):
+        return False  # not an object: the serializer will refuse it, and it launches nothing
+    try:
+        return bool(serializers.BooleanField().to_internal_value(data.get("dry_run", False)))
+    except serializers.ValidationError:
+        return False

@@ -1,10 +1,10 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from annotation.api import ConversationViewSet, CriterionViewSet, SubsetVersionViewSet, SubsetViewSet
 from grading.api import RunViewSet
+from healthbench_web.api_token import token_view
 
 router = DefaultRouter()
 router.register("conversations", ConversationViewSet, basename="api-conversation")
@@ -14,7 +14,7 @@ router.register("subset-versions", SubsetVersionViewSet, basename="api-subset-ve
 router.register("runs", RunViewSet, basename="api-run")
 
 urlpatterns = [
-    path("token/", obtain_auth_token, name="api_token"),
+    path("token/", token_view, name="api_token"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
     path("", include(router.urls)),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from healthbench_web.env import env_bool, env_choice, env_int, env_list, env_rate, env_str, env_url
 
@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "template_partials",
     "rest_framework",
     "rest_framework.authtoken",
+    "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "annotation",
@@ -207,7 +208,11 @@ CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "healthbench")
 CELERY_SAMPLING_QUEUE = f"{CELERY_QUEUE_PREFIX}.sampling"
 CELERY_GRADING_QUEUE = f"{CELERY_QUEUE_PREFIX}.grading"
 CELERY_TASK_DEFAULT_QUEUE = CELERY_GRADING_QUEUE
-CELERY_TASK_QUEUES = [Queue(CELERY_GRADING_QUEUE), Queue(CELERY_SAMPLING_QUEUE)]
+# Each queue with an exchange and routing key of its own: a Queue given only a name would be
+# bound to the default exchange with the default routing key, and get the other queue's tasks.
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name) for name in (CELERY_GRADING_QUEUE, CELERY_SAMPLING_QUEUE)
+]
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("in", "processed", "control"):
@@ -234,8 +239,6 @@ CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 # memory, so that a leak or a large report computed in a worker never accumulates.
 CELERY_WORKER_MAX_TASKS_PER_CHILD = env_int("CELERY_WORKER_MAX_TASKS_PER_CHILD", 100, minimum=1)
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = 1024 * env_int("CELERY_WORKER_MAX_MEMORY_MB", 1024, minimum=64)
-# Workers log through Django's LOGGING (below), in the same format as the web processes.
-CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A grading task renews the lease on its batch while it works; when a worker dies, another
 # worker's sweep (every GRADING_SWEEP_SECONDS) queues the batch again once the lease ran out.
 GRADING_LEASE_SECONDS = env_int("GRADING_LEASE_SECONDS", 60, minimum=2)

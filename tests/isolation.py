@@ -3,9 +3,11 @@ Django reads its settings).
 
 `scripts/run` serves from the same checkout with a worker on var/broker (or on Redis), and
 another machine's worker may share the same Redis. Tests that start real workers would race
-those for their tasks. So each session gets its own Celery queue name and its own filesystem
-broker folder; the workers a test starts inherit both through the environment. Test databases
-are already per process (settings: TEST NAME with the pid).
+those for their tasks. So each session gets its own Celery queue prefix (its sampling and
+grading queues are named from it) and its own filesystem broker folder; the workers a test
+starts inherit both through the environment. Cache keys get a session prefix too, so that a
+report or a throttle count of one session never answers another on a shared Redis. Test
+databases are already per process (settings: TEST NAME with the pid).
 """
 
 import os
@@ -18,7 +20,8 @@ SESSION = f"test-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 _VAR_DIR = Path(os.environ.get("VAR_DIR", Path(__file__).resolve().parents[1] / "var"))
 BROKER_DIR = _VAR_DIR / "test-brokers" / SESSION
 
-os.environ["CELERY_TASK_DEFAULT_QUEUE"] = SESSION
+os.environ["CELERY_QUEUE_PREFIX"] = SESSION
+os.environ["CACHE_KEY_PREFIX"] = SESSION
 os.environ["CELERY_BROKER_DIR"] = str(BROKER_DIR)
 
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.db.models import Count
@@ -41,7 +42,9 @@ def start_worker(name: str, log: Path) -> subprocess.Popen:
         "GRADING_SWEEP_SECONDS": "1",
     }
     command = [sys.executable, "-m", "celery", "-A", "healthbench_web", "worker", "--concurrency", "2",
-               "--hostname", f"{name}@%h", "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]  # fmt: skip
+               "--hostname", f"{name}@%h", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
+               # Both of this session's queues, by name, as a deployment's workers are started.
+               "-Q", f"{settings.CELERY_GRADING_QUEUE},{settings.CELERY_SAMPLING_QUEUE}"]  # fmt: skip
     # Its own process group, so that SIGKILL takes the pool's children too, as a crash would.
     return subprocess.Popen(
         command, cwd=REPO, env=env, start_new_session=True, stdout=log.open("ab"), stderr=subprocess.STDOUT

@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -18,8 +18,9 @@ from django.core.paginator import Paginator
 
 from grading.metaeval import agreement as metaeval
 from grading.metaeval.charts import COLOURS, Lane, strip_chart
-from grading.metaeval.selectors import ItemDetail, RunLabels, item_details, item_keys, run_labels
+from grading.metaeval.selectors import ItemDetail, RunLabels, item_details, item_keys, labels_fingerprint, run_labels
 from grading.models import Run
+from healthbench_web.shared_cache import once_per_version
 
 N_RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -62,6 +63,22 @@ def run_meta_eval_analysis(*, run: Run, seed: int = DEFAULT_SEED) -> Analysis:
         data.labels, data.grader, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=seed
     )
     return Analysis(data=data, result=result, seed=seed)
+
+
+def run_meta_eval_analysis_cached(*, run: Run, seed: int = DEFAULT_SEED) -> Analysis:
+    """run_meta_eval_analysis, computed once per progress step of the run and state of the
+    physicians' labels, and shared by every process through the cache."""
+    analysis = once_per_version(
+        f"meta-eval:v1:{run.code}:{seed}:{labels_fingerprint()}",
+        run.report_version,
+        lambda: run_meta_eval_analysis(run=run, seed=seed),
+    )
+    # The cached copy carries the run as it was then; show it as it is now.
+    return replace(analysis, data=replace(analysis.data, run=run))
+
+
+def run_meta_eval_report_cached(*, run: Run, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+    return report_document(run_meta_eval_analysis_cached(run=run, seed=seed))
 
 
 def _items(analysis: Analysis, indices: list[int]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, Max, OuterRef, Q
 
 from annotation.models import ConsensusCriterion, Criterion, Physician, PhysicianLabel
 from grading.metaeval.agreement import MetaEvalLabels
@@ -22,6 +22,13 @@ from grading.models import Grade, Response, Run
 
 # SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
 CHUNK = 900
+
+
+def labels_fingerprint() -> str:
+    """Changes when physician labels are added, deleted or flipped: one aggregate over the
+    labels table (tens of thousands of rows at paper size: a few milliseconds)."""
+    stats = PhysicianLabel.objects.aggregate(n=Count("id"), last=Max("id"), met=Count("id", filter=Q(met=True)))
+    return f"{stats['n']}-{stats['last'] or 0}-{stats['met']}"
 
 
 @dataclass(frozen=True)

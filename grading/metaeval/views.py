@@ -23,8 +23,8 @@ from grading.metaeval.report import (
     report_csv,
     report_json,
     report_page,
-    run_meta_eval_analysis,
-    run_meta_eval_report,
+    run_meta_eval_analysis_cached,
+    run_meta_eval_report_cached,
 )
 from grading.metaeval.selectors import runs_with_meta_eval
 from grading.models import Run
@@ -73,7 +73,7 @@ def metaeval_runs(request: HttpRequest) -> HttpResponse:
 @login_required
 def metaeval_report(request: HttpRequest) -> HttpResponse:
     runs = _runs_for_reader(request, request.GET.getlist("run"))
-    analyses = [run_meta_eval_analysis(run=run, seed=_seed(request)) for run in runs]
+    analyses = [run_meta_eval_analysis_cached(run=run, seed=_seed(request)) for run in runs]
     return render(request, "metaeval/report.html", report_page(analyses))
 
 
@@ -97,7 +97,7 @@ def metaeval_disagreements(request: _Request) -> HttpResponse:
 @login_required
 def metaeval_download(request: HttpRequest, fmt: str) -> HttpResponse:
     (run,) = _runs_for_reader(request, [request.GET.get("run", "")])
-    document = run_meta_eval_report(run=run, seed=_seed(request))
+    document = run_meta_eval_report_cached(run=run, seed=_seed(request))
     if fmt == "json":
         response = HttpResponse(report_json(document), content_type="application/json")
     else:

@@ -1,0 +1,349 @@
+"""A paper-size finished run's report (page, JSON, CSV) in a compose-style environment.
+
+Starts what docker-compose.yml starts, on this machine: PostgreSQL (a fresh database), Redis,
+gunicorn with 3 processes (DEBUG off) and 2 Celery workers (one per queue). The run: 5,000
+conversations x 16 samples (~1M grades), written by bench/scoring_bench.py's generator.
+
+Timed over HTTP from this process, with 3 client threads (one per gunicorn process):
+* warm: --requests requests per download, after the report is in the cache; p50/p95 per
+  gunicorn process, read from gunicorn's access log (which names the process), so that
+  "warm on every process" is checked, not assumed;
+* cold: the first request of each download after the run's report version moved on (what a
+  progress step or a run's end does), so the request computes the report itself;
+* warmed by a worker: the run's end queues grading.tasks.warm_report; time until its report
+  is in the cache.
+Baseline, in the same run, on the same database: today's code (--baseline-ref, the commit
+before this issue) served by the same gunicorn, whose reports are cached per process and
+checked with an aggregate query over the run's grades on every request.
+
+Targets (issue 15): warm p95 <= 300 ms from every process; cold <= the baseline's cold.
+Usage: .venv/bin/python bench/report_page_bench.py [--conversations 5000] [--samples 16] [--reuse]
+"""
+
+import argparse
+import http.client
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench._db import DEFAULT_ADMIN_URL  # noqa: E402
+
+TARGET_WARM_P95_MS = 300
+PRIMING = 6  # requests per download before the measured ones
+BASELINE_REF = "f2887d2"  # main before issue 15: per-process cache, fingerprint query per request
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+SECRET_KEY = "bench-report-page-" + "x" * 50
+DOWNLOADS = ("page", "json", "csv")
+ACCESS_FORMAT = "%(p)s %(D)s %(s)s %(U)s"  # worker pid, microseconds, status, path
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _env(tmp: Path, prefix: str) -> dict:
+    env = dict(os.environ)
+    env.update(
+        DEBUG="0",
+        SECRET_KEY=SECRET_KEY,
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        SECURE_SSL_REDIRECT="0",
+        STATIC_ROOT=str(tmp / "static"),
+        VAR_DIR=str(tmp / "var"),
+        LOG_LEVEL="WARNING",
+        REDIS_URL=REDIS_URL,
+        # This bench's own keys and queues on the shared Redis.
+        CACHE_KEY_PREFIX=prefix,
+        CELERY_QUEUE_PREFIX=prefix,
+    )
+    return env
+
+
+class Server:
+    """gunicorn with 3 sync processes from `code_dir`, its access log naming each request's process."""
+
+    def __init__(self, code_dir: Path, port: int, env: dict, log: Path):
+        self.log = log
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=code_dir, env=env,
+                       check=True)  # fmt: skip
+        command = [sys.executable, "-m", "gunicorn", "healthbench_web.wsgi", "--bind", f"127.0.0.1:{port}",
+                   "--workers", "3", "--timeout", "120", "--access-logfile", str(log),
+                   "--access-logformat", ACCESS_FORMAT]  # fmt: skip
+        self.process = subprocess.Popen(command, cwd=code_dir, env=env, start_new_session=True,
+                                        stderr=subprocess.DEVNULL)  # fmt: skip
+        self.port = port
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/healthz/")
+                if conn.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise SystemExit("gunicorn did not answer /healthz/")
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        self.process.wait(timeout=30)
+
+    def access(self) -> list[tuple[int, float, str]]:
+        """(process id, server milliseconds, path) per request so far."""
+        out = []
+        for line in self.log.read_text().splitlines():
+            pid, micros, _status, path = line.split(" ", 3)
+            out.append((int(pid.strip("<>")), int(micros) / 1000, path))
+        return out
+
+
+def _workers(env: dict, log: Path) -> list[subprocess.Popen]:
+    from django.conf import settings
+
+    workers = []
+    for queue in (settings.CELERY_SAMPLING_QUEUE, settings.CELERY_GRADING_QUEUE):
+        command = [sys.executable, "-m", "celery", "-A", "healthbench_web", "worker", "-Q", queue, "--concurrency",
+                   "1", "--hostname", f"{queue}@%h", "--without-gossip", "--without-mingle"]  # fmt: skip
+        workers.append(subprocess.Popen(command, cwd=REPO, env={**env, "LOG_LEVEL": "INFO"}, start_new_session=True,
+                                        stdout=log.open("ab"), stderr=subprocess.STDOUT))  # fmt: skip
+    deadline = time.monotonic() + 60
+    while log.read_text().count(" ready.") < 2:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the workers did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    return workers
+
+
+def _get(port: int, path: str, cookie: str) -> tuple[float, int, int]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    start = time.perf_counter()
+    conn.request("GET", path, headers={"Cookie": f"sessionid={cookie}", "Host": "127.0.0.1"})
+    response = conn.getresponse()
+    body = response.read()
+    elapsed = (time.perf_counter() - start) * 1000
+    conn.close()
+    if response.status != 200:
+        raise SystemExit(f"{path}: HTTP {response.status}\n{body[:500]!r}")
+    return elapsed, response.status, len(body)
+
+
+def _paths(code: str) -> dict[str, str]:
+    return {"page": f"/reports/{code}/", "json": f"/reports/{code}/report.json", "csv": f"/reports/{code}/report.csv"}
+
+
+def _warm(server: Server, paths: dict[str, str], cookie: str, requests: int) -> dict[str, dict[int, list[float]]]:
+    """--requests per download from 3 threads; server-side milliseconds per download and process."""
+    before = len(server.access())
+    jobs = [path for path in paths.values() for _ in range(requests)]
+    lock = threading.Lock()
+
+    def client() -> None:
+        while True:
+            with lock:
+                if not jobs:
+                    return
+                path = jobs.pop()
+            _get(server.port, path, cookie)
+
+    threads = [threading.Thread(target=client) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    time.sleep(0.3)  # the access log is written after the response
+    by_path = {path: name for name, path in paths.items()}
+    out: dict[str, dict[int, list[float]]] = {name: defaultdict(list) for name in paths}
+    for pid, ms, path in server.access()[before:]:
+        if path in by_path:
+            out[by_path[path]][pid].append(ms)
+    return out
+
+
+def _summary(per_process: dict[int, list[float]]) -> str:
+    every = [ms for values in per_process.values() for ms in values]
+    worst = max(_percentile(values, 0.95) for values in per_process.values())
+    return (
+        f"p50 {statistics.median(every):7.0f} ms  p95 {_percentile(every, 0.95):7.0f} ms  "
+        f"worst process p95 {worst:7.0f} ms  ({len(per_process)} processes, {len(every)} requests)"
+    )
+
+
+def _bump(run_id: int) -> None:
+    from django.db.models import F
+
+    from grading.models import Run
+
+    Run.objects.filter(id=run_id).update(report_version=F("report_version") + 1)
+
+
+def _data(args):
+    """The run (built, or with --reuse taken from the previous database) and a researcher's session."""
+    admin_url = os.environ.get("BENCH_ADMIN_DATABASE_URL", DEFAULT_ADMIN_URL)
+    if args.reuse:
+        os.environ["DATABASE_URL"] = f"{admin_url.rsplit('/', 1)[0]}/{args.database}"
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        from grading.models import Run
+
+        run = Run.objects.get(name="bench")
+        from grading.models import Grade
+
+        n_grades = Grade.objects.filter(run=run).count()
+    else:
+        from bench._db import fresh_postgres
+        from bench.scoring_bench import load_run
+
+        fresh_postgres(args.database)
+        start = time.perf_counter()
+        run, n_grades = load_run(args.conversations, args.samples)
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+        print(f"data: loaded in {time.perf_counter() - start:.0f} s (not timed)")
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from annotation.models import Physician
+
+    user, created = User.objects.get_or_create(username="bench-researcher")
+    if created:
+        Physician.objects.create(user=user, role=Physician.Role.RESEARCHER)
+    client = Client()
+    client.force_login(user)
+    return run, n_grades, client.cookies["sessionid"].value
+
+
+def _baseline_tree(ref: str) -> Path:
+    tree = Path(tempfile.mkdtemp(prefix="report-bench-baseline-"))
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--conversations", type=int, default=5000)
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--database", default="healthbench_bench_report")
+    parser.add_argument("--requests", type=int, default=30, help="warm requests per download")
+    parser.add_argument("--baseline-ref", default=BASELINE_REF)
+    parser.add_argument("--port", type=int, default=8751)
+    parser.add_argument("--reuse", action="store_true", help="reuse the database of the previous run")
+    args = parser.parse_args()
+
+    prefix = f"bench-report-{uuid.uuid4().hex[:8]}"
+    tmp = Path(tempfile.mkdtemp(prefix="report-bench-"))
+    env = _env(tmp, prefix)
+    os.environ.update({k: env[k] for k in ("REDIS_URL", "CACHE_KEY_PREFIX", "CELERY_QUEUE_PREFIX", "SECRET_KEY")})
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "healthbench_web.settings")
+    run, n_grades, cookie = _data(args)
+    env["DATABASE_URL"] = os.environ["DATABASE_URL"]
+    paths = _paths(str(run.code))
+    print(f"run: {args.conversations} conversations x {args.samples} samples, {n_grades:,} grades (finished)")
+
+    # --- baseline: today's code -------------------------------------------------------------
+    tree = _baseline_tree(args.baseline_ref)
+    base_env = {**env, "REDIS_URL": ""}  # today's code keeps its cache in each process
+    base_cold: dict[str, float] = {}
+    try:
+        # A fresh server per download: today's cache is per process, so a download that lands on
+        # a process which already computed the report for another download would not be cold.
+        for name, path in paths.items():
+            baseline = Server(tree, args.port + 1, base_env, tmp / f"baseline-{name}.log")
+            try:
+                _warm(baseline, {"list": "/reports/"}, cookie, PRIMING)
+                base_cold[name] = _get(baseline.port, path, cookie)[0]
+                if name == DOWNLOADS[-1]:
+                    # Each process computes the report once for itself: let them, so that warm is warm.
+                    _warm(baseline, paths, cookie, PRIMING)
+                    base_warm = _warm(baseline, paths, cookie, args.requests)
+            finally:
+                baseline.stop()
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+
+    # --- ours ----------------------------------------------------------------------------------
+    worker_log = tmp / "workers.log"
+    workers = _workers(env, worker_log)
+    server = Server(REPO, args.port, env, tmp / "access.log")
+    try:
+        # Every process's first request pays for imports and template loading: not what is measured.
+        _warm(server, {"list": "/reports/"}, cookie, PRIMING)
+        cold = {}
+        for name, path in paths.items():
+            _bump(run.id)
+            cold[name] = _get(server.port, path, cookie)[0]
+        _warm(server, paths, cookie, PRIMING)
+        warm = _warm(server, paths, cookie, args.requests)
+
+        # The run's end queues the warm-up in a worker: how long until every process reads it warm.
+        from django.core.cache import cache
+
+        from grading.pipeline.runs import _report_warm
+
+        _bump(run.id)
+        run.refresh_from_db()
+        start = time.perf_counter()
+        from django.db import transaction
+
+        with transaction.atomic():
+            _report_warm(run.id)
+        key = f"run-report:v2:{run.code}:0:v{run.report_version}"
+        while cache.get(key) is None:
+            if time.perf_counter() - start > 120:
+                raise SystemExit(f"the worker did not warm the report:\n{worker_log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        warmed_in = time.perf_counter() - start
+        after_worker = _get(server.port, paths["page"], cookie)[0]
+    finally:
+        server.stop()
+        for worker in workers:
+            os.killpg(worker.pid, signal.SIGTERM)
+        for worker in workers:
+            worker.wait(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"\nbaseline  today's code ({args.baseline_ref}): per-process cache, a fingerprint query on every request")
+    for name in DOWNLOADS:
+        print(f"  {name:5} cold {base_cold[name]:7.0f} ms   warm {_summary(base_warm[name])}")
+    print("ours      shared Redis cache keyed by the run's report version")
+    for name in DOWNLOADS:
+        print(f"  {name:5} cold {cold[name]:7.0f} ms   warm {_summary(warm[name])}")
+    print(f"  worker warm-up after the run's end: report in the cache after {warmed_in:.1f} s; "
+          f"next page request {after_worker:.0f} ms")  # fmt: skip
+    print("ratio")
+    failures = []
+    for name in DOWNLOADS:
+        ours_p95 = max(_percentile(v, 0.95) for v in warm[name].values())
+        base_p95 = _percentile([ms for v in base_warm[name].values() for ms in v], 0.95)
+        print(f"  {name:5} warm p95 {base_p95 / ours_p95:5.1f}x faster; cold {cold[name] / base_cold[name]:4.2f}x "
+              f"the baseline's cold")  # fmt: skip
+        if ours_p95 > TARGET_WARM_P95_MS:
+            failures.append(f"{name} warm p95 {ours_p95:.0f} ms > {TARGET_WARM_P95_MS} ms")
+        if len(warm[name]) < 3:
+            failures.append(f"{name}: only {len(warm[name])} gunicorn processes answered")
+        if cold[name] > base_cold[name]:
+            failures.append(f"{name} cold {cold[name]:.0f} ms > baseline cold {base_cold[name]:.0f} ms")
+    print("target    warm p95 <= 300 ms on every process, cold <= baseline cold: " + ("; ".join(failures) or "met"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Response schemas of the report and meta-eval endpoints.
+
+The documents themselves are built by grading.reports.report and grading.metaeval.report (the
+command, the pages and the downloads use the same ones); these serializers describe them in
+the OpenAPI schema, field by field, and tests/test_api_limits.py checks that the documents the
+API returns validate against them. A field added to a document is added here as well: one
+line per field, each nested part its own small serializer.
+"""
+
+from rest_framework import serializers
+
+# --- the score report ---------------------------------------------------------------------
+
+
+class ReportCountsSerializer(serializers.Serializer):
+    grades = serializers.IntegerField(help_text="grade rows of the run")
+    graded = serializers.IntegerField()
+    failed = serializers.IntegerField(help_text="grades that failed: missing, never 'not met'")
+    missing = serializers.IntegerField(help_text="criteria the run should have graded but holds no row for")
+    examples = serializers.IntegerField(help_text="responses")
+    examples_scored = serializers.IntegerField()
+    examples_left_out = serializers.IntegerField()
+    examples_incomplete = serializers.IntegerField()
+    examples_unscorable = serializers.IntegerField()
+
+
+class ErrorRateSerializer(serializers.Serializer):
+    error_rate = serializers.FloatField(allow_null=True)
+    n_errors = serializers.IntegerField()
+    n_graded = serializers.IntegerField()
+    n_missing = serializers.IntegerField()
+
+
+class RunReportSerializer(serializers.Serializer):
+    score = serializers.FloatField(allow_null=True, help_text="clipped mean of the scored responses")
+    metrics = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="numbers under simple-evals names: overall_score, theme:..., axis:..., cluster:..., each with "
+        ":n_samples and :bootstrap_std",
+    )
+    worst_at_k = serializers.DictField(child=serializers.FloatField(), help_text="k (as text) -> expected worst score")
+    consensus_error_rates = serializers.DictField(child=ErrorRateSerializer(), help_text="per cluster tag")
+    length_score_correlation = serializers.FloatField(allow_null=True)
+    counts = ReportCountsSerializer()
+    reused = serializers.IntegerField(help_text="grades taken over from an earlier run")
+
+
+# --- the meta-eval report -----------------------------------------------------------------
+
+
+class MetricSerializer(serializers.Serializer):
+    n = serializers.IntegerField(help_text="pairs behind the value")
+    value = serializers.FloatField()
+
+
+class IntervalSerializer(serializers.Serializer):
+    value = serializers.FloatField()
+    low = serializers.FloatField(allow_null=True)
+    high = serializers.FloatField(allow_null=True)
+    n_defined = serializers.IntegerField()
+    n_resamples = serializers.IntegerField()
+
+
+class RankSerializer(serializers.Serializer):
+    value = serializers.FloatField(allow_null=True)
+    n_physicians = serializers.IntegerField()
+    n_higher = serializers.IntegerField(allow_null=True)
+    n_tied = serializers.IntegerField(allow_null=True)
+    n_lower = serializers.IntegerField(allow_null=True)
+    rank = serializers.IntegerField(allow_null=True)
+    percentile = serializers.FloatField(allow_null=True)
+
+
+class MetaEvalSettingsSerializer(serializers.Serializer):
+    seed = serializers.IntegerField()
+    n_resamples = serializers.IntegerField()
+    confidence = serializers.FloatField()
+
+
+class MetaEvalCoverageSerializer(serializers.Serializer):
+    items = serializers.IntegerField()
+    items_without_grader_label = serializers.IntegerField()
+    labels = serializers.IntegerField()
+    physicians = serializers.IntegerField()
+    categories = serializers.IntegerField()
+
+
+class FlaggedItemSerializer(serializers.Serializer):
+    prompt_id = serializers.CharField()
+    completion_id = serializers.CharField()
+    category = serializers.CharField()
+    grader = serializers.BooleanField()
+    n_met = serializers.IntegerField()
+    n_not_met = serializers.IntegerField()
+
+
+class MetaEvalReportSerializer(serializers.Serializer):
+    run = serializers.CharField()
+    settings = MetaEvalSettingsSerializer()
+    coverage = MetaEvalCoverageSerializer()
+    model = serializers.DictField(child=MetricSerializer(), help_text="the grader's metrics, reference names")
+    physicians = serializers.DictField(
+        child=serializers.DictField(child=MetricSerializer()), help_text="metric -> physician id -> metric"
+    )
+    intervals = serializers.DictField(child=IntervalSerializer(), help_text="bootstrap intervals of the macro F1")
+    ranks = serializers.DictField(child=RankSerializer(), help_text="the grader among the physicians")
+    disagreements = FlaggedItemSerializer(many=True)
+    ties = FlaggedItemSerializer(many=True)
