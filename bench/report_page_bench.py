@@ -259,14 +259,21 @@ def main() -> None:
     paths = _paths(str(run.code))
     print(f"run: {args.conversations} conversations x {args.samples} samples, {n_grades:,} grades (finished)")
 
-    # --- baseline: today's code -------------------------------------------------------------
+    # Both servers, and the measurements interleaved download by download: on a shared machine
+    # the load drifts, and measuring one side after the other would credit the drift to a side.
     tree = _baseline_tree(args.baseline_ref)
     base_env = {**env, "REDIS_URL": ""}  # today's code keeps its cache in each process
+    worker_log = tmp / "workers.log"
+    workers = _workers(env, worker_log)
+    server = Server(REPO, args.port, env, tmp / "access.log")
     base_cold: dict[str, float] = {}
+    cold: dict[str, float] = {}
     try:
-        # A fresh server per download: today's cache is per process, so a download that lands on
-        # a process which already computed the report for another download would not be cold.
+        # Every process's first request pays for imports and template loading: not what is measured.
+        _warm(server, {"list": "/reports/"}, cookie, PRIMING)
         for name, path in paths.items():
+            # A fresh baseline server per download: today's cache is per process, so a download
+            # landing on a process that computed the report for another download would not be cold.
             baseline = Server(tree, args.port + 1, base_env, tmp / f"baseline-{name}.log")
             try:
                 _warm(baseline, {"list": "/reports/"}, cookie, PRIMING)
@@ -277,38 +284,25 @@ def main() -> None:
                     base_warm = _warm(baseline, paths, cookie, args.requests)
             finally:
                 baseline.stop()
-    finally:
-        shutil.rmtree(tree, ignore_errors=True)
-
-    # --- ours ----------------------------------------------------------------------------------
-    worker_log = tmp / "workers.log"
-    workers = _workers(env, worker_log)
-    server = Server(REPO, args.port, env, tmp / "access.log")
-    try:
-        # Every process's first request pays for imports and template loading: not what is measured.
-        _warm(server, {"list": "/reports/"}, cookie, PRIMING)
-        cold = {}
-        for name, path in paths.items():
-            _bump(run.id)
+            _bump(run.id)  # a progress step: the next request computes
             cold[name] = _get(server.port, path, cookie)[0]
         _warm(server, paths, cookie, PRIMING)
         warm = _warm(server, paths, cookie, args.requests)
 
         # The run's end queues the warm-up in a worker: how long until every process reads it warm.
         from django.core.cache import cache
+        from django.db import transaction
 
-        from grading.pipeline.runs import _report_warm
+        from grading.pipeline.runs import report_warm
 
         _bump(run.id)
         run.refresh_from_db()
         start = time.perf_counter()
-        from django.db import transaction
-
         with transaction.atomic():
-            _report_warm(run.id)
+            report_warm(run_id=run.id)
         key = f"run-report:v2:{run.code}:0:v{run.report_version}"
         while cache.get(key) is None:
-            if time.perf_counter() - start > 120:
+            if time.perf_counter() - start > 300:
                 raise SystemExit(f"the worker did not warm the report:\n{worker_log.read_text()[-3000:]}")
             time.sleep(0.1)
         warmed_in = time.perf_counter() - start
@@ -319,6 +313,7 @@ def main() -> None:
             os.killpg(worker.pid, signal.SIGTERM)
         for worker in workers:
             worker.wait(timeout=60)
+        shutil.rmtree(tree, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"\nbaseline  today's code ({args.baseline_ref}): per-process cache, a fingerprint query on every request")

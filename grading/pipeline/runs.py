@@ -215,7 +215,7 @@ def run_finish_if_complete(*, run_id: int) -> bool:
     )
     if flipped:
         _log_run_end(run_id)
-        _report_warm(run_id)
+        report_warm(run_id=run_id)
     return flipped
 
 
@@ -238,7 +238,7 @@ def _log_run_end(run_id: int) -> None:
     )
 
 
-def _report_warm(run_id: int) -> None:
+def report_warm(*, run_id: int) -> None:
     """Compute the ended run's report in a worker, so that its page opens from the cache at
     once on every web process. Only with a cache that processes share."""
     if "RedisCache" not in settings.CACHES["default"]["BACKEND"] or WARM_REPORT_TASK not in celery_app.tasks:

@@ -49,6 +49,9 @@ class RunReport:
     ranked_response_ids: npt.NDArray[np.int64]
     ranked_scores: npt.NDArray[np.float64]  # NaN when not scored
     ranked_status: list[str]
+    # The run's report_version it was computed at: a stale report served while the next one is
+    # computed says which step it shows.
+    version: int = 0
 
 
 def _report_data(grades: RunGrades, scores: scoring.ResponseScores, seed: int | None) -> dict:
@@ -105,6 +108,7 @@ def run_report(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
         ranked_response_ids=grades.response_ids[order],
         ranked_scores=overall[order],
         ranked_status=status[order].tolist(),
+        version=run.report_version,
     )
 
 

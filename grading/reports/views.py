@@ -42,7 +42,7 @@ def report_detail(request: HtmxHttpRequest, code) -> HttpResponse:
     report = run_report_cached(run=run)
     # Page through positions of the ranking; only the page's responses are read from the database.
     page = Paginator(range(report.ranked_response_ids.size), EXAMPLES_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"run": run, "page": page, "examples": _examples(report, page)}
+    context = {"run": run, "page": page, "examples": _examples(report, page), "report_version": report.version}
     if request.htmx:
         return render(request, "reports/report_detail.html#examples", context)
     data = report.data
