@@ -1,5 +1,7 @@
 """REST API for conversations, criteria, subsets and their versions."""
 
+from __future__ import annotations
+
 from django.db.models import Count, Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -8,14 +10,18 @@ from rest_framework.response import Response
 
 from annotation.access import physician_for
 from annotation.api_filters import ConversationFilter, CriterionFilter, SubsetVersionFilter
-from annotation.models import Conversation, Criterion, Subset, SubsetVersion
+from annotation.models import ConsensusCriterion, Conversation, Criterion, Subset, SubsetVersion
 from annotation.services.subset_versions import subset_version_freeze
 from healthbench_web.api_permissions import ReadersOnly
 
 
 class CriterionSerializer(serializers.ModelSerializer):
-    conversation = serializers.SlugRelatedField(slug_field="prompt_id", read_only=True)
-    cluster = serializers.SlugRelatedField(source="consensus_criterion", slug_field="cluster", read_only=True)
+    conversation: serializers.SlugRelatedField[Conversation] = serializers.SlugRelatedField(
+        slug_field="prompt_id", read_only=True
+    )
+    cluster: serializers.SlugRelatedField[ConsensusCriterion] = serializers.SlugRelatedField(
+        source="consensus_criterion", slug_field="cluster", read_only=True
+    )
 
     class Meta:
         model = Criterion
@@ -86,7 +92,7 @@ class CriterionViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class SubsetVersionSerializer(serializers.ModelSerializer):
-    subset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    subset: serializers.SlugRelatedField[Subset] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     n_conversations = serializers.IntegerField(read_only=True)
 
     class Meta:

@@ -1,5 +1,7 @@
 """REST API for grading runs: create (with an estimate first), status, cancel, grades, reports."""
 
+from __future__ import annotations
+
 from dataclasses import asdict
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
@@ -25,9 +27,9 @@ from healthbench_web.throttles import RunLaunchThrottle
 
 class RunSerializer(serializers.ModelSerializer):
     grader_model = serializers.CharField(source="grader_config.model", default="", read_only=True)
-    subset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    subset: serializers.SlugRelatedField[Subset] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     subset_version = serializers.SerializerMethodField()
-    responses_from = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    responses_from: serializers.SlugRelatedField[Run] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     progress = serializers.SerializerMethodField()
 
     class Meta:

@@ -32,7 +32,7 @@ def db_json(value: Any) -> str:
 
 
 def _check_columns(model: type[Model], columns: Sequence[str]) -> None:
-    required = {f.column for f in model._meta.concrete_fields if not f.null and not f.primary_key}
+    required = {f.column for f in model._meta.concrete_fields if not f.null and not f.primary_key and f.column}
     missing = required - set(columns)
     if missing:
         raise ValueError(f"insert into {model._meta.db_table} lacks required columns {sorted(missing)}")
@@ -49,14 +49,17 @@ def insert_rows(model: type[Model], columns: Sequence[str], rows: Sequence[Seque
     if not rows:
         return []
     meta = model._meta
+    pk = meta.pk.column if meta.pk is not None else None
+    if pk is None:
+        raise ValueError(f"{meta.db_table} has no primary key column")
     quote = connection.ops.quote_name
     table = quote(meta.db_table)
-    all_columns = ", ".join(quote(c) for c in [meta.pk.column, *columns])
+    all_columns = ", ".join(quote(c) for c in [pk, *columns])
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
                 "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-                [meta.db_table, meta.pk.column, len(rows)],
+                [meta.db_table, pk, len(rows)],
             )
             ids = sorted(r[0] for r in cursor.fetchall())
             with cursor.cursor.copy(f"COPY {table} ({all_columns}) FROM STDIN") as copy:
@@ -64,7 +67,7 @@ def insert_rows(model: type[Model], columns: Sequence[str], rows: Sequence[Seque
                     copy.write_row((pk, *row))
         else:
             # BEGIN IMMEDIATE (settings) holds SQLite's write lock for the whole transaction.
-            cursor.execute(f"SELECT COALESCE(MAX({quote(meta.pk.column)}), 0) FROM {table}")
+            cursor.execute(f"SELECT COALESCE(MAX({quote(pk)}), 0) FROM {table}")
             first = cursor.fetchone()[0] + 1
             ids = list(range(first, first + len(rows)))
             marks = ", ".join(["%s"] * (len(columns) + 1))

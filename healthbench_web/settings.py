@@ -112,7 +112,7 @@ def _database() -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
     if config.get("ENGINE") not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
         raise ImproperlyConfigured(f"DATABASE_URL must name PostgreSQL or SQLite, not {config.get('ENGINE')}")
-    return config
+    return dict(config)
 
 
 DATABASES = {"default": _database()}
