@@ -13,6 +13,14 @@ def _fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _api_limits_out_of_the_way(settings):
+    # Throttle counts live in the cache across tests, and test databases reuse user ids: one
+    # test's launches must not use up another's. tests/test_api_limits.py sets its own rates.
+    settings.API_RUN_LAUNCH_RATE = "100000/hour"
+    settings.API_TOKEN_RATE = "100000/hour"
+
+
 def sample_file(name: str) -> Path:
     """A file from the public HealthBench samples beside the repository, or skip."""
     path = SAMPLES / name
