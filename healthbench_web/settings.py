@@ -156,7 +156,7 @@ else:
         "default": {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
             "KEY_PREFIX": CACHE_KEY_PREFIX,
-            # A paper-size report holds ~3 MB of arrays: keep a few dozen runs, not 300 entries.
+            # A paper-size report holds ~2 MB of arrays: keep a few dozen runs, not 300 entries.
             "OPTIONS": {"MAX_ENTRIES": 100},
         }
     }
