@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import Throttled, ValidationError
@@ -132,7 +132,15 @@ class GradeSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
-@extend_schema_view(create=extend_schema(request=RunCreateSerializer, responses={201: RunSerializer}))
+@extend_schema_view(
+    create=extend_schema(
+        request=RunCreateSerializer,
+        responses={
+            201: RunSerializer,
+            429: OpenApiResponse(description="Too many launches by this user (API_RUN_LAUNCH_RATE); see Retry-After."),
+        },
+    )
+)
 class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [ResearchersWrite]
     serializer_class = RunSerializer
