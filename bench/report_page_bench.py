@@ -350,7 +350,7 @@ def main() -> None:
         start = time.perf_counter()
         with transaction.atomic():
             report_warm(run_id=run.id)
-        key = f"run-report:v2:{run.code}:0:v{run.report_version}"
+        key = f"run-report-data:v1:{run.code}:0:v{run.report_version}"
         while cache.get(key) is None:
             if time.perf_counter() - start > 300:
                 raise SystemExit(f"the worker did not warm the report:\n{worker_log.read_text()[-3000:]}")

@@ -20,7 +20,7 @@ from grading.pipeline.estimate import EndpointSpec, RunSpec, RunSpecError, plan_
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
 from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import run_cancel, run_launch
-from grading.reports.report import run_report_cached
+from grading.reports.report import run_report_data_cached
 from healthbench_web.api_permissions import ResearchersWrite
 from healthbench_web.throttles import RunLaunchThrottle
 
@@ -211,7 +211,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def report(self, request, name=None):
         """The score report: the reference's metric names plus worst-at-k, error rates and counts."""
-        return ApiResponse(run_report_cached(run=self.get_object()).data)
+        return ApiResponse(run_report_data_cached(run=self.get_object()))
 
     @extend_schema(
         responses={200: MetaEvalReportSerializer},

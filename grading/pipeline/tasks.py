@@ -17,7 +17,7 @@ from django.db import close_old_connections
 from grading.models import Run
 from grading.pipeline.batches import batch_run
 from grading.pipeline.runs import GRADE_BATCH_TASK, WARM_REPORT_TASK, runs_sweep
-from grading.reports.report import run_report_cached
+from grading.reports.report import run_report_data_cached
 from healthbench_web.celery import app
 
 log = logging.getLogger(__name__)
@@ -31,10 +31,11 @@ def grade_batch(batch_id: int) -> str:
 
 @shared_task(name=WARM_REPORT_TASK, ignore_result=True)
 def warm_report(run_id: int) -> None:
-    """Compute an ended run's report into the shared cache (a no-op when it is there already)."""
+    """Compute an ended run's report into the shared cache (a no-op when it is there already):
+    the whole report for the page and its document for the downloads and the API."""
     run = Run.objects.filter(id=run_id).first()
     if run is not None:
-        run_report_cached(run=run)
+        run_report_data_cached(run=run)
 
 
 def sweep() -> None:

@@ -42,16 +42,24 @@ class ExampleStatus:
     UNSCORABLE = "unscorable"  # complete, but no criterion with positive points
 
 
+# RunReport keeps each response's status as an index into this: a byte per response, not a
+# string object, which keeps a paper-size report small to store and quick to read back.
+STATUSES = (ExampleStatus.SCORED, ExampleStatus.INCOMPLETE, ExampleStatus.UNSCORABLE)
+
+
 @dataclass(frozen=True)
 class RunReport:
     data: dict  # the JSON report
     # Responses from worst to best score, unscored ones last: what the report page pages through.
     ranked_response_ids: npt.NDArray[np.int64]
     ranked_scores: npt.NDArray[np.float64]  # NaN when not scored
-    ranked_status: list[str]
+    ranked_status_codes: npt.NDArray[np.uint8]  # indices into STATUSES
     # The run's report_version it was computed at: a stale report served while the next one is
     # computed says which step it shows.
     version: int = 0
+
+    def ranked_status(self, positions: slice) -> list[str]:
+        return [STATUSES[code] for code in self.ranked_status_codes[positions].tolist()]
 
 
 def _report_data(grades: RunGrades, scores: scoring.ResponseScores, seed: int | None) -> dict:
@@ -96,18 +104,14 @@ def run_report(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
     grades = run_grades_get(run=run)
     scores = scoring.score_grades(**grades.score_arrays())
     overall = scores["metrics"][scoring.OVERALL]
-    status = np.where(
-        scores["scored"],
-        ExampleStatus.SCORED,
-        np.where(_incomplete(grades), ExampleStatus.INCOMPLETE, ExampleStatus.UNSCORABLE),
-    )
+    status = np.where(scores["scored"], 0, np.where(_incomplete(grades), 1, 2)).astype(np.uint8)
     # NaN (left out) sorts last; ties keep response order, which is file order for an imported run.
     order = np.argsort(overall, kind="stable")
     return RunReport(
         data=_report_data(grades, scores, seed),
         ranked_response_ids=grades.response_ids[order],
         ranked_scores=overall[order],
-        ranked_status=status[order].tolist(),
+        ranked_status_codes=status[order],
         version=run.report_version,
     )
 
@@ -120,6 +124,19 @@ def _incomplete(grades: RunGrades) -> npt.NDArray[np.bool_]:
     return incomplete
 
 
+def run_report_data_cached(*, run: Run, seed: int | None = DEFAULT_SEED) -> dict:
+    """The report's JSON document alone (what the downloads and the API send), cached beside the
+    whole report: a few kilobytes to read back instead of the ranking's megabytes."""
+    if seed is None:
+        return run_report(run=run, seed=None).data
+    return once_per_version(
+        f"run-report-data:v1:{run.code}:{seed}",
+        run.report_version,
+        lambda: run_report_cached(run=run, seed=seed).data,
+        stale_ok=run.is_active,
+    )
+
+
 def run_report_cached(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
     """run_report, computed once per progress step of the run (Run.report_version) and shared
     by every process through the cache; no query beyond the run's own row, which the caller has.
@@ -130,7 +147,7 @@ def run_report_cached(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport
     if seed is None:
         return run_report(run=run, seed=None)
     return once_per_version(
-        f"run-report:v2:{run.code}:{seed}",
+        f"run-report:v3:{run.code}:{seed}",
         run.report_version,
         lambda: run_report(run=run, seed=seed),
         stale_ok=run.is_active,

@@ -16,7 +16,7 @@ from annotation.access import require_role
 from grading.access import READERS, get_run_for_reader, get_run_response_for_reader
 from grading.models import Grade, Response, Run
 from grading.reports import scoring
-from grading.reports.report import metric_rows, report_csv, run_report_cached
+from grading.reports.report import metric_rows, report_csv, run_report_cached, run_report_data_cached
 
 EXAMPLES_PER_PAGE = 50
 RUNS_PER_PAGE = 50
@@ -73,7 +73,7 @@ def _examples(report, page) -> list[dict]:
         .in_bulk()
     )
     scores = report.ranked_scores[positions].tolist()
-    statuses = report.ranked_status[positions]
+    statuses = report.ranked_status(positions)
     first = page.start_index()
     return [
         {"rank": first + i, "response": responses[pk], "score": None if math.isnan(s) else s, "status": status}
@@ -127,7 +127,7 @@ def _download_name(run: Run, extension: str) -> str:
 @login_required
 def report_json(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
-    text = json.dumps(run_report_cached(run=run).data, indent=2) + "\n"
+    text = json.dumps(run_report_data_cached(run=run), indent=2) + "\n"
     response = HttpResponse(text, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "json")}"'
     return response
@@ -137,7 +137,7 @@ def report_json(request: HtmxHttpRequest, code) -> HttpResponse:
 @login_required
 def report_csv_download(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
-    response = HttpResponse(report_csv(run_report_cached(run=run).data), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(report_csv(run_report_data_cached(run=run)), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "csv")}"'
     return response
 
