@@ -31,7 +31,7 @@ class RunSerializer(serializers.ModelSerializer):
         fields = [
             "code", "name", "status", "grader_model", "policy_model", "samples", "subset", "subset_version",
             "responses_from", "use_cache", "concurrency", "total_items", "error", "created", "started", "finished",
-            "progress",
+            "progress", "healthbench_professional", "length_adjusted", "length_centre", "length_penalty",
         ]  # fmt: skip
 
     def get_subset_version(self, run: Run) -> dict | None:
@@ -83,6 +83,12 @@ class RunCreateSerializer(serializers.Serializer):
     subset = serializers.SlugRelatedField(
         slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None
     )
+    length_adjusted = serializers.BooleanField(
+        required=False, default=False, help_text="Report HealthBench Professional's length-adjusted scores too."
+    )
+    healthbench_professional = serializers.BooleanField(
+        required=False, default=False, help_text="Mark the run as HealthBench Professional (length-adjusted)."
+    )
     dry_run = serializers.BooleanField(required=False, default=False, help_text="Only return the estimate.")
 
     def spec(self) -> RunSpec:
@@ -103,6 +109,8 @@ class RunCreateSerializer(serializers.Serializer):
             template=data["grader_template"] or DEFAULT_TEMPLATE,
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
+            length_adjusted=data["length_adjusted"],
+            healthbench_professional=data["healthbench_professional"],
             responses_from=data["responses_from"],
             subset=data["subset"],
             policy=EndpointSpec(
