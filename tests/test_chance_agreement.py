@@ -92,7 +92,9 @@ def test_kappa_is_counted_over_the_same_pairs_as_the_pairwise_f1():
     f1 = grader_agreement(labels, grader)["pairwise_model_f1_balanced"]["n"]
     # The balanced F1's n is (TP+FP+FN) + (TN+FN+FP): every pair once plus the disagreements once more.
     pairs = grader_kappa(labels, grader, n_resamples=10, seed=0)[KAPPA]["n"]
-    said = [(bool(g), label) for r, g in zip(rows, grader, strict=True) if not np.isnan(g) for label in r["binary_labels"]]
+    said = [
+        (bool(g), label) for r, g in zip(rows, grader, strict=True) if not np.isnan(g) for label in r["binary_labels"]
+    ]
     assert pairs == len(said)
     assert f1 == len(said) + sum(s != t for s, t in said)
 

@@ -74,7 +74,9 @@ def test_the_report_gives_the_adjusted_mean_of_an_independent_computation(db, ma
     assert data["length_adjustment"] == {"centre": 40, "penalty_per_500": 0.2}
     metrics = data["metrics"]
     everything = [(score, length) for score, length, _ in per_response.values()]
-    assert metrics["overall_score_length_adjusted"] == pytest.approx(plain_adjusted_mean(everything, 40, 0.2), abs=1e-12)
+    assert metrics["overall_score_length_adjusted"] == pytest.approx(
+        plain_adjusted_mean(everything, 40, 0.2), abs=1e-12
+    )
     assert metrics["overall_score_length_adjusted:n_samples"] == len(everything)
     assert metrics["overall_score_length_adjusted:bootstrap_std"] > 0
     for theme in {t for _, _, t in per_response.values()}:

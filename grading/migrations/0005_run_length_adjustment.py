@@ -4,35 +4,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0005_consensus_axis_blank'),
-        ('grading', '0002_grading_pipeline'),
+        ("annotation", "0005_consensus_axis_blank"),
+        ("grading", "0002_grading_pipeline"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='healthbench_professional',
+            model_name="run",
+            name="healthbench_professional",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='run',
-            name='length_adjusted',
+            model_name="run",
+            name="length_adjusted",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='run',
-            name='length_centre',
+            model_name="run",
+            name="length_centre",
             field=models.PositiveIntegerField(default=2000),
         ),
         migrations.AddField(
-            model_name='run',
-            name='length_penalty',
+            model_name="run",
+            name="length_penalty",
             field=models.FloatField(default=0.0147),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.CheckConstraint(condition=models.Q(('length_penalty__gte', 0)), name='run_length_penalty_not_negative'),
+            model_name="run",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("length_penalty__gte", 0)), name="run_length_penalty_not_negative"
+            ),
         ),
     ]

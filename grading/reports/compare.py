@@ -18,9 +18,7 @@ def _scored(run: Run) -> tuple[dict[str, npt.NDArray[np.float64]], npt.NDArray[n
     grades = run_grades_get(run=run)
     scores = scoring.score_grades(**grades.score_arrays())
     conversation = grades.conversation_ids[grades.response_conversation]
-    metrics = {
-        k: v for k, v in scores["metrics"].items() if k == scoring.OVERALL or k.startswith(SHOWN_PREFIXES)
-    }
+    metrics = {k: v for k, v in scores["metrics"].items() if k == scoring.OVERALL or k.startswith(SHOWN_PREFIXES)}
     adjustment = length_adjustment(run)
     if adjustment is not None:
         # Each run with its own constants: the report of each run says which.

@@ -69,9 +69,7 @@ def metric_differences(
         return out
     rng = np.random.default_rng(seed)
     # One draw of prompts serves every metric, so the metrics of one resample stay consistent.
-    weights = rng.multinomial(shared.size, np.full(shared.size, 1.0 / shared.size), size=n_resamples).astype(
-        np.float64
-    )
+    weights = rng.multinomial(shared.size, np.full(shared.size, 1.0 / shared.size), size=n_resamples).astype(np.float64)
     tail = (1.0 - confidence) / 2.0
     for name in sorted(set(a) & set(b)):
         sum_a, n_a = _per_prompt(np.asarray(a[name], dtype=np.float64), pa, shared)

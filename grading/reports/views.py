@@ -17,6 +17,8 @@ from grading.access import READERS, get_run_for_reader, get_run_response_for_rea
 from grading.models import Grade, Response, Run
 from grading.reports import scoring
 from grading.reports.report import metric_rows, report_csv, run_report_cached
+from grading.reports.results_file import dump_results
+from grading.reports.run_export import run_export
 
 EXAMPLES_PER_PAGE = 50
 RUNS_PER_PAGE = 50
@@ -156,6 +158,18 @@ def report_csv_download(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
     response = HttpResponse(report_csv(run_report_cached(run=run).data), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "csv")}"'
+    return response
+
+
+@require_GET
+@login_required
+def report_results_download(request: HtmxHttpRequest, code) -> HttpResponse:
+    """The run as a simple-evals results file, as `export_run` writes it."""
+    run = get_run_for_reader(request, code)
+    text = dump_results(run_export(run=run).document)
+    response = HttpResponse(text, content_type="application/json")
+    name = _download_name(run, "json").removesuffix("-report.json")
+    response["Content-Disposition"] = f'attachment; filename="{name}_allresults.json"'
     return response
 
 
