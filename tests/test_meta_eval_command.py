@@ -271,3 +271,12 @@ def test_labels_from_the_database_build_valid_arrays_at_scale():
     rows = random_rows(n_items=300, seed=1)
     load(rows, [bool(b) for b in np.random.default_rng(0).integers(0, 2, size=300)])
     assert meta_eval_json()["coverage"]["labels"] == sum(len(r["binary_labels"]) for r in rows)
+
+
+def test_the_report_says_how_many_repeated_physician_labels_were_merged():
+    rows = [meta_row("p-1", "c-1", labels=(True, False, True), physicians=(0, 1, 0)), meta_row("p-1", "c-2")]
+    load(rows, [True, False])
+    document = meta_eval_json()
+    assert document["coverage"]["labels_merged"] == 1
+    # The reference counts the repeat as one more pair: 3 pairs on the first item, ours 2.
+    assert document["model"]["pairwise_model_precision_pos"]["n"] == 2

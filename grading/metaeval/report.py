@@ -109,6 +109,9 @@ def report_document(analysis: Analysis) -> dict[str, Any]:
             "labels": int(data.labels.item.size),
             "physicians": len(data.labels.physician_ids),
             "categories": len(data.labels.category_names),
+            # Repeated listings of one physician on one item, stored as one label: the reference
+            # counts each listing as a pair, so its pair counts exceed ours by these.
+            "labels_merged": data.labels_merged,
         },
         "model": result["model"],
         "physicians": result["physician"],
@@ -190,6 +193,7 @@ def report_page(analyses: list[Analysis]) -> dict[str, Any]:
             "missing": a.data.n_missing,
             "labels": int(a.data.labels.item.size),
             "physicians": len(a.data.labels.physician_ids),
+            "labels_merged": a.data.labels_merged,
             "items_by_scope": _scope_counts(a.data, np.arange(a.data.n_items)),
             "flagged_by_scope": _scope_counts(a.data, a.result["disagreements"]["item"]),
         })  # fmt: skip

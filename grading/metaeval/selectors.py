@@ -35,6 +35,9 @@ class RunLabels:
     # Per item, the stored ids, to look items up again for display.
     response_id: np.ndarray
     criterion_id: np.ndarray
+    # Repeated listings of one physician on one item that an import stored as one label
+    # (PhysicianLabel.repeats): the reference would count each as a further pair.
+    labels_merged: int = 0
 
     @property
     def n_items(self) -> int:
@@ -82,9 +85,11 @@ def run_labels(*, run: Run) -> RunLabels:
     rows = (
         _counted_labels()
         .filter(Exists(graded))
-        .values_list("response_id", "criterion_id", "physician_id", "criterion__consensus_criterion_id", "met")
+        .values_list(
+            "response_id", "criterion_id", "physician_id", "criterion__consensus_criterion_id", "met", "repeats"
+        )
     )
-    table = np.array(list(rows), dtype=np.int64).reshape(-1, 5)
+    table = np.array(list(rows), dtype=np.int64).reshape(-1, 6)
     pairs, inverse = np.unique(table[:, :2], axis=0, return_inverse=True)
     item = inverse.reshape(-1)
     n_items = pairs.shape[0]
@@ -119,7 +124,14 @@ def run_labels(*, run: Run) -> RunLabels:
         physician_ids=physician_ids,
         n_items=n_items,
     )
-    return RunLabels(run=run, labels=labels, grader=grader, response_id=pairs[:, 0], criterion_id=pairs[:, 1])
+    return RunLabels(
+        run=run,
+        labels=labels,
+        grader=grader,
+        response_id=pairs[:, 0],
+        criterion_id=pairs[:, 1],
+        labels_merged=int(table[:, 5].sum()),
+    )
 
 
 def _find_pairs(sorted_pairs: np.ndarray, pairs: np.ndarray) -> np.ndarray:
