@@ -43,6 +43,7 @@ from grading.metaeval.agreement import GraderLabels, MetaEvalLabels
 KAPPA = "cohen_kappa"
 ALPHA = "krippendorff_alpha"
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
 class ChanceMetric(TypedDict):
@@ -71,64 +72,74 @@ def alpha_from_sums(disagreement: npt.ArrayLike, yes: npt.ArrayLike, no: npt.Arr
         return np.where(expected > 0, 1.0 - (n1 + n0 - 1.0) * o / expected, np.nan)
 
 
-def _grader_pair_cells(labels: MetaEvalLabels, grader: GraderLabels) -> tuple[npt.NDArray[np.intp], FloatArray]:
-    """Per item the grader labelled: its category and its pair counts (TP, FP, FN, TN)."""
+def _tallies(labels: MetaEvalLabels) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.intp]]:
+    """Physician yes and no counts per item, and each item's category."""
+    yes = np.bincount(labels.item[labels.label], minlength=labels.n_items).astype(np.int64)
+    no = np.bincount(labels.item, minlength=labels.n_items).astype(np.int64) - yes
+    category = np.zeros(labels.n_items, dtype=np.intp)
+    category[labels.item] = labels.category
+    return yes, no, category
+
+
+def _grader_items(labels: MetaEvalLabels, grader: GraderLabels) -> tuple[npt.NDArray[np.intp], IntArray, FloatArray]:
+    """Per item the grader labelled: its category, a code of (grader said yes, yes, no), and
+    the pair counts (TP, FP, FN, TN) of every code."""
     g = np.asarray(grader, dtype=float)
     if g.shape != (labels.n_items,):
         raise ValueError(f"grader labels must have shape ({labels.n_items},), got {g.shape}")
-    present = ~np.isnan(g)
-    said = g == 1.0
-    yes = np.bincount(labels.item, weights=labels.label, minlength=labels.n_items)
-    total = np.bincount(labels.item, minlength=labels.n_items).astype(np.float64)
-    no = total - yes
-    category = np.zeros(labels.n_items, dtype=np.intp)
-    category[labels.item] = labels.category
-    keep = present & (total > 0)
-    cells = np.column_stack([
-        np.where(said, yes, 0.0), np.where(said, no, 0.0), np.where(said, 0.0, yes), np.where(said, 0.0, no)
-    ])  # fmt: skip
-    return category[keep], cells[keep]
+    yes, no, category = _tallies(labels)
+    keep = ~np.isnan(g) & (yes + no > 0)
+    width = int((yes + no).max(initial=0)) + 1
+    code = ((g[keep] == 1.0).astype(np.int64) * width + yes[keep]) * width + no[keep]
+    said, rest = np.divmod(np.arange(2 * width * width), width * width)
+    y, n = np.divmod(rest, width)
+    cells = np.column_stack([said * y, said * n, (1 - said) * y, (1 - said) * n]).astype(np.float64)
+    return category[keep], code, cells
 
 
-def _physician_units(labels: MetaEvalLabels) -> tuple[npt.NDArray[np.intp], FloatArray]:
-    """Per item with two or more physician labels: its category and (disagreement, yes, no)."""
-    yes = np.bincount(labels.item, weights=labels.label, minlength=labels.n_items)
-    total = np.bincount(labels.item, minlength=labels.n_items).astype(np.float64)
-    no = total - yes
-    category = np.zeros(labels.n_items, dtype=np.intp)
-    category[labels.item] = labels.category
-    keep = total >= 2
+def _physician_items(labels: MetaEvalLabels) -> tuple[npt.NDArray[np.intp], IntArray, FloatArray]:
+    """Per item with two or more physician labels: its category, a code of (yes, no), and the
+    (disagreement, yes, no) sums of every code."""
+    yes, no, category = _tallies(labels)
+    keep = yes + no >= 2
+    width = int((yes + no).max(initial=0)) + 1
+    y, n = (x.astype(np.float64) for x in np.divmod(np.arange(width * width), width))
     with np.errstate(divide="ignore", invalid="ignore"):
-        disagreement = np.where(keep, yes * no / (total - 1), 0.0)
-    return category[keep], np.column_stack([disagreement, yes, no])[keep]
+        disagreement = np.where(y + n >= 2, y * n / (y + n - 1), 0.0)
+    return category[keep], yes[keep] * width + no[keep], np.column_stack([disagreement, y, n])
 
 
 def _resampled_sums(
-    category: npt.NDArray[np.intp], features: FloatArray, n_categories: int, n_resamples: int, rng: np.random.Generator
+    category: npt.NDArray[np.intp],
+    code: IntArray,
+    values: FloatArray,
+    n_categories: int,
+    n_resamples: int,
+    rng: np.random.Generator,
 ) -> tuple[FloatArray, FloatArray]:
-    """Summed features per scope (categories, then overall): the point (C+1, K) and each
-    bootstrap resample of items (B, C+1, K). A category without items sums to zeros."""
-    k = features.shape[1]
+    """Summed ``values[code]`` per scope (categories, then overall): the point (C+1, K) and
+    each bootstrap resample of items (B, C+1, K). A category without items sums to zeros."""
+    n_codes, k = values.shape
     point = np.zeros((n_categories + 1, k))
     boot = np.zeros((n_resamples, n_categories + 1, k))
     if category.size == 0:
         return point, boot
-    types, freq = np.unique(np.column_stack([category.astype(np.float64), features]), axis=0, return_counts=True)
-    type_cat, values = types[:, 0].astype(np.intp), types[:, 1:]
+    kinds, freq = np.unique(category.astype(np.int64) * n_codes + code, return_counts=True)
+    type_cat, type_values = kinds // n_codes, values[kinds % n_codes]
     cats, starts, per_cat = np.unique(type_cat, return_index=True, return_counts=True)
-    slot = np.arange(type_cat.size) - np.repeat(starts, per_cat)
+    slot = np.arange(kinds.size) - np.repeat(starts, per_cat)
     row = np.repeat(np.arange(cats.size), per_cat)
     tally = np.zeros((cats.size, per_cat.max()), dtype=np.int64)
     tally[row, slot] = freq
     padded = np.zeros((cats.size, per_cat.max(), k))
-    padded[row, slot] = values
+    padded[row, slot] = type_values
     n_items = tally.sum(axis=1)
     draws = rng.multinomial(n_items, tally / n_items[:, None], size=(n_resamples, cats.size))
     boot[:, cats] = np.einsum("bct,ctk->bck", draws, padded)
     point[cats] = np.einsum("ct,ctk->ck", tally, padded)
     overall = rng.multinomial(int(freq.sum()), freq / freq.sum(), size=n_resamples)
-    boot[:, -1] = overall @ values
-    point[-1] = freq @ values
+    boot[:, -1] = overall @ type_values
+    point[-1] = freq @ type_values
     return point, boot
 
 
@@ -165,8 +176,8 @@ def grader_kappa(
     if not 0 < confidence < 1:
         raise ValueError("confidence must lie strictly between 0 and 1")
     rng = np.random.default_rng(seed)
-    category, cells = _grader_pair_cells(labels, grader)
-    point, boot = _resampled_sums(category, cells, len(labels.category_names), n_resamples, rng)
+    category, code, cells = _grader_items(labels, grader)
+    point, boot = _resampled_sums(category, code, cells, len(labels.category_names), n_resamples, rng)
     kappa = kappa_from_counts(*point.T)
     boot_kappa = kappa_from_counts(boot[..., 0], boot[..., 1], boot[..., 2], boot[..., 3])
     return _describe(labels.category_names, KAPPA, kappa, boot_kappa, point.sum(axis=1), confidence)
@@ -183,8 +194,8 @@ def physician_alpha(
     if not 0 < confidence < 1:
         raise ValueError("confidence must lie strictly between 0 and 1")
     rng = np.random.default_rng(seed)
-    category, units = _physician_units(labels)
-    point, boot = _resampled_sums(category, units, len(labels.category_names), n_resamples, rng)
+    category, code, units = _physician_items(labels)
+    point, boot = _resampled_sums(category, code, units, len(labels.category_names), n_resamples, rng)
     alpha = alpha_from_sums(point[:, 0], point[:, 1], point[:, 2])
     boot_alpha = alpha_from_sums(boot[..., 0], boot[..., 1], boot[..., 2])
     return _describe(labels.category_names, ALPHA, alpha, boot_alpha, point[:, 1] + point[:, 2], confidence)
