@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0005_consensus_axis_blank'),
+        ("annotation", "0005_consensus_axis_blank"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='physicianlabel',
-            name='repeats',
+            model_name="physicianlabel",
+            name="repeats",
             field=models.PositiveSmallIntegerField(default=0),
         ),
     ]

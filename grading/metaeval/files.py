@@ -4,9 +4,11 @@ Pure Python, no Django. A meta-eval row is one (completion, consensus criterion)
 labels of 1-4 anonymized physicians; a grader-label row is one grader decision on such an
 item. A meta-eval row may come without ``prompt``, ``completion`` and ``rubric`` (third-party
 reductions keep only ids and labels, plus ``item_id`` and ``dataset``): agreement needs no
-text, so the importer takes those from what is stored or the consensus catalogue. Parsing checks each line on its own, then what lines must agree on (one prompt per
-prompt_id, one text per completion_id, one rubric per category, each item once). Errors name
-the line and the field, as the HealthBench file import does.
+text, so the importer takes those from what is stored or the consensus catalogue.
+
+Parsing checks each line on its own, then what lines must agree on (one prompt per
+prompt_id, one text per completion_id, one rubric per category, each item once). Errors
+name the line and the field, as the HealthBench file import does.
 """
 
 import json
@@ -248,7 +250,8 @@ def parse_meta_eval_lines(lines: Iterable[bytes]) -> MetaEvalFile:
                 e for e in (
                     prompts.check(number, row.prompt_id, row.messages) if row.messages is not None else None,
                     owners.check(number, row.completion_id, row.prompt_id),
-                    completions.check(number, row.completion_id, row.completion) if row.completion is not None else None,
+                    completions.check(number, row.completion_id, row.completion)
+                    if row.completion is not None else None,
                     rubrics.check(number, row.category, row.rubric) if row.rubric is not None else None,
                 ) if e is not None
             ]  # fmt: skip

@@ -376,7 +376,9 @@ def _physicians(rows: list[MetaEvalRow], summary: MetaEvalImportSummary, now: An
     wanted = list(dict.fromkeys(pid for r in rows for pid, _ in r.labels))
     found: dict[str, int] = {}
     for chunk in _chunks(wanted):
-        found.update(Physician.objects.filter(anonymized_id__in=chunk).values_list("anonymized_id", "id"))
+        for anonymized_id, pk in Physician.objects.filter(anonymized_id__in=chunk).values_list("anonymized_id", "id"):
+            if anonymized_id is not None:
+                found[anonymized_id] = pk
     new = [pid for pid in wanted if pid not in found]
     codes = iter(new_codes(len(new)))
     ids = insert_rows(

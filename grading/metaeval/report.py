@@ -184,7 +184,7 @@ def _scope_counts(data: RunLabels, indices: list[int] | np.ndarray) -> dict[str,
 
 def report_page(analyses: list[Analysis]) -> dict[str, Any]:
     """What the report page shows for one or more runs side by side: a summary and one row per scope."""
-    runs = []
+    runs: list[dict[str, Any]] = []
     for index, a in enumerate(analyses):
         runs.append({
             "run": a.data.run,

@@ -12,6 +12,7 @@ Everything is read with values_list in a fixed number of queries, whatever the d
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from django.db.models import Count, Exists, OuterRef
@@ -75,7 +76,7 @@ def _physician_names(ids: list[int]) -> dict[int, str]:
         for pk, username, anonymized_id in Physician.objects.filter(id__in=chunk).values_list(
             "id", "user__username", "anonymized_id"
         ):
-            names[pk] = username or anonymized_id
+            names[pk] = username or anonymized_id or f"physician {pk}"
     return names
 
 
@@ -213,13 +214,13 @@ def item_details(*, run: Run, items: list[tuple[int, int]]) -> list[ItemDetail]:
             ItemDetail(
                 prompt_id=response["conversation__prompt_id"],
                 completion_id=response["completion_id"],
-                messages=response["conversation__messages"],
+                messages=cast(list[dict[str, str]], response["conversation__messages"]),
                 response=response["text"],
                 category=criterion["consensus_criterion__cluster"],
                 criterion=criterion["text"],
-                grade_status=grade["status"],
-                grade_met=grade["met"],
-                explanation=grade["explanation"],
+                grade_status=str(grade["status"] or ""),
+                grade_met=cast(bool | None, grade["met"]),
+                explanation=str(grade["explanation"] or ""),
             )
         )
     return out

@@ -33,11 +33,12 @@ def shared_prompts(prompt_a: npt.ArrayLike, prompt_b: npt.ArrayLike) -> dict[str
 
 
 def _per_prompt(values: FloatArray, prompt: npt.NDArray, shared: npt.NDArray) -> tuple[FloatArray, FloatArray]:
+    # Floats on both sides: the bootstrap divides weighted sums by weighted counts.
     """Sum and count of the non-NaN values of each shared prompt (zeros where it has none)."""
     at = np.searchsorted(shared, prompt)
     keep = ~np.isnan(values) & (at < shared.size)
     keep[keep] &= shared[at[keep]] == prompt[keep]
-    sums = np.bincount(at[keep], weights=values[keep], minlength=shared.size)
+    sums = np.bincount(at[keep], weights=values[keep], minlength=shared.size).astype(np.float64)
     counts = np.bincount(at[keep], minlength=shared.size).astype(np.float64)
     return sums, counts
 

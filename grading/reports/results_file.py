@@ -139,7 +139,7 @@ def _parse_item(i: int, value: Any) -> GradedItem:
 def _tokens(usage: Any, key: str) -> int | None:
     if isinstance(usage, dict):
         value = usage.get(key)
-        if _is_int(value) and value >= 0:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
     return None
 
@@ -215,7 +215,13 @@ def _length_adjustment(metadata: dict) -> LengthAdjustment | None:
         return None
     centre = value.get("centre") if isinstance(value, dict) else None
     penalty = value.get("penalty_per_500") if isinstance(value, dict) else None
-    if not _is_int(centre) or centre < 0 or isinstance(penalty, bool) or not isinstance(penalty, int | float):
+    if (
+        not isinstance(centre, int)
+        or isinstance(centre, bool)
+        or centre < 0
+        or isinstance(penalty, bool)
+        or not isinstance(penalty, int | float)
+    ):
         raise ResultsInvalid([
             ExampleError(None, None, "metadata.length_adjustment",
                          "must be {\"centre\": whole characters >= 0, \"penalty_per_500\": a number}")

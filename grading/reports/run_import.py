@@ -25,7 +25,7 @@ from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
 # SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
 CHUNK = 900
-MAX_NAME = Run._meta.get_field("name").max_length
+MAX_NAME: int = Run._meta.get_field("name").max_length or 200
 
 
 class RunImportFailed(Exception):
