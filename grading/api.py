@@ -19,6 +19,16 @@ from grading.reports.report import run_report_cached
 from healthbench_web.api_permissions import ResearchersWrite
 
 
+class NamedField(serializers.SlugRelatedField):
+    """A related object by name; a name with a NUL is refused here, since PostgreSQL cannot
+    look it up (a multipart form body is not checked by the NUL middleware)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value="(a name with a NUL character)")
+        return super().to_internal_value(data)
+
+
 class RunSerializer(serializers.ModelSerializer):
     grader_model = serializers.CharField(source="grader_config.model", default="", read_only=True)
     subset = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -73,14 +83,14 @@ class RunCreateSerializer(serializers.Serializer):
     grader_template = serializers.CharField(required=False, allow_blank=True, default="")
     concurrency = serializers.IntegerField(required=False, default=16)
     use_cache = serializers.BooleanField(required=False, default=True)
-    responses_from = serializers.SlugRelatedField(
+    responses_from = NamedField(
         slug_field="name", queryset=Run.objects.all(), required=False, allow_null=True, default=None
     )
     policy_model = serializers.CharField(required=False, allow_blank=True, default="")
     policy_base_url = serializers.CharField(required=False, allow_blank=True, default="")
     policy_api_key_env = serializers.CharField(required=False, allow_blank=True, default="OPENAI_API_KEY")
     samples = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
-    subset = serializers.SlugRelatedField(
+    subset = NamedField(
         slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None
     )
     length_adjusted = serializers.BooleanField(

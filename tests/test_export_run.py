@@ -153,11 +153,16 @@ def test_the_references_own_aggregation_of_the_file_gives_the_same_means(tmp_pat
         pytest.skip("set SIMPLE_EVALS_DIR to a simple-evals checkout or git mirror to run the reference")
     from bench.scoring_bench import load_reference
 
+    before = set(sys.modules)
     loaded = load_reference(reference_dir)
-    if loaded is None:
+    module = sys.modules.get("simple_evals_reference.healthbench_eval")
+    # The loader stubs modules the reference imports but does not need (pandas, blobfile, ...):
+    # take them out again, or a later test importing the real library would find the stub.
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+    if loaded is None or module is None:
         pytest.skip(f"simple-evals could not be loaded from {reference_dir}")
     aggregate, SingleEvalResult = loaded
-    module = sys.modules["simple_evals_reference.healthbench_eval"]
 
     def reference_score(items: list[dict]) -> float | None:
         rubric = [module.RubricItem(i["criterion"], i["points"], i["tags"]) for i in items]
