@@ -90,9 +90,7 @@ class RunCreateSerializer(serializers.Serializer):
     policy_base_url = serializers.CharField(required=False, allow_blank=True, default="")
     policy_api_key_env = serializers.CharField(required=False, allow_blank=True, default="OPENAI_API_KEY")
     samples = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
-    subset = NamedField(
-        slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None
-    )
+    subset = NamedField(slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None)
     length_adjusted = serializers.BooleanField(
         required=False, default=False, help_text="Report HealthBench Professional's length-adjusted scores too."
     )
