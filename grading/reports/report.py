@@ -21,8 +21,8 @@ have been graded on (missing; see grading.reports.selectors), is left out of eve
 counted, never scored as "not met".
 
 A run scored with HealthBench Professional's length adjustment (Run.scores_length_adjusted)
-also has ``overall_score_length_adjusted`` and ``<tag>_length_adjusted`` for every theme and
-axis in ``metrics``, each with ``:n_samples`` and ``:bootstrap_std`` (see
+also has ``overall_score_length_adjusted`` and ``<tag>_length_adjusted`` for every example
+tag (theme, physician_agreed_category) and axis in ``metrics``, each with ``:n_samples`` and ``:bootstrap_std`` (see
 grading.reports.scoring.length_adjusted), and ``length_adjustment`` names the constants used.
 """
 
