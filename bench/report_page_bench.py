@@ -344,13 +344,14 @@ def main() -> None:
         from django.db import transaction
 
         from grading.pipeline.runs import report_warm
+        from grading.reports.report import report_cache_key
 
         _bump(run.id)
         run.refresh_from_db()
         start = time.perf_counter()
         with transaction.atomic():
             report_warm(run_id=run.id)
-        key = f"run-report-data:v1:{run.code}:0:v{run.report_version}"
+        key = f"{report_cache_key(run=run, seed=0)}:v{run.report_version}"
         while cache.get(key) is None:
             if time.perf_counter() - start > 300:
                 raise SystemExit(f"the worker did not warm the report:\n{worker_log.read_text()[-3000:]}")

@@ -31,6 +31,11 @@ class ErrorRateSerializer(serializers.Serializer):
     n_missing = serializers.IntegerField()
 
 
+class LengthAdjustmentSerializer(serializers.Serializer):
+    centre = serializers.IntegerField(help_text="characters at which the adjustment is zero")
+    penalty_per_500 = serializers.FloatField(help_text="score taken off per 500 characters above the centre")
+
+
 class RunReportSerializer(serializers.Serializer):
     score = serializers.FloatField(allow_null=True, help_text="clipped mean of the scored responses")
     metrics = serializers.DictField(
@@ -43,6 +48,9 @@ class RunReportSerializer(serializers.Serializer):
     length_score_correlation = serializers.FloatField(allow_null=True)
     counts = ReportCountsSerializer()
     reused = serializers.IntegerField(help_text="grades taken over from an earlier run")
+    length_adjustment = LengthAdjustmentSerializer(
+        allow_null=True, help_text="HealthBench Professional's constants, when the run adjusts for length"
+    )
 
 
 # --- the meta-eval report -----------------------------------------------------------------
@@ -71,6 +79,15 @@ class RankSerializer(serializers.Serializer):
     percentile = serializers.FloatField(allow_null=True)
 
 
+class ChanceMetricSerializer(serializers.Serializer):
+    value = serializers.FloatField(allow_null=True, help_text="None where undefined")
+    n = serializers.IntegerField()
+    low = serializers.FloatField(allow_null=True)
+    high = serializers.FloatField(allow_null=True)
+    n_defined = serializers.IntegerField()
+    n_resamples = serializers.IntegerField()
+
+
 class MetaEvalSettingsSerializer(serializers.Serializer):
     seed = serializers.IntegerField()
     n_resamples = serializers.IntegerField()
@@ -83,6 +100,7 @@ class MetaEvalCoverageSerializer(serializers.Serializer):
     labels = serializers.IntegerField()
     physicians = serializers.IntegerField()
     categories = serializers.IntegerField()
+    labels_merged = serializers.IntegerField(help_text="repeated listings of a physician on an item, kept as one")
 
 
 class FlaggedItemSerializer(serializers.Serializer):
@@ -104,5 +122,7 @@ class MetaEvalReportSerializer(serializers.Serializer):
     )
     intervals = serializers.DictField(child=IntervalSerializer(), help_text="bootstrap intervals of the macro F1")
     ranks = serializers.DictField(child=RankSerializer(), help_text="the grader among the physicians")
+    cohen_kappa = serializers.DictField(child=ChanceMetricSerializer(), help_text="grader vs physicians, per scope")
+    krippendorff_alpha = serializers.DictField(child=ChanceMetricSerializer(), help_text="among physicians, per scope")
     disagreements = FlaggedItemSerializer(many=True)
     ties = FlaggedItemSerializer(many=True)

@@ -17,7 +17,7 @@ from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import EndpointSpec, RunSpec
 from grading.pipeline.runs import REPORT_STEPS, run_cancel, run_launch, run_progress_step, run_resume
 from grading.reports import report as report_module
-from grading.reports.report import run_report_cached
+from grading.reports.report import report_cache_key, run_report_cached
 from healthbench_web import shared_cache
 from tests.grading_data import imported_run
 
@@ -76,7 +76,7 @@ def test_an_active_run_gets_the_previous_step_at_once_while_another_process_comp
     old = run_report_cached(run=run)
     run = _bump(run)
     # Another process holds the lock of version 1, as it would while computing it.
-    cache.add(f"run-report:v3:{run.code}:0:lock:v1", 1, 60)
+    cache.add(f"{report_cache_key(run=run, seed=0)}:lock:v1", 1, 60)
     assert run_report_cached(run=run) is not None
     assert computed == [0], "served the previous step instead of computing (or waiting for) the new one"
     assert run_report_cached(run=run).data == old.data
@@ -86,7 +86,7 @@ def test_a_finished_run_waits_for_the_process_computing_its_report_instead_of_co
     run = imported_run(conversations=3, samples=2)
     run_report_cached(run=run)
     run = _bump(run)
-    key = f"run-report:v3:{run.code}:0"
+    key = report_cache_key(run=run, seed=0)
     cache.add(f"{key}:lock:v1", 1, 60)
     other = report_module.run_report(run=run, seed=0)  # what the other process computes
     computed.clear()
