@@ -9,6 +9,7 @@ from django.db import transaction
 
 from annotation.formats.healthbench import HealthBenchRow, IdealData, RowError, RowInvalid, parse_line
 from annotation.formats.rubric_merge import merge_key, plan_rubric_merge
+from annotation.formats.validation import NO_ROWS, LineTooLong, numbered_lines
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Subset, SubsetMember
 from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
@@ -58,15 +59,13 @@ def check_subset_name(name: str) -> None:
         )
 
 
-def parse_lines(lines: Iterable[bytes]) -> list[HealthBenchRow]:
+def parse_lines(lines: Iterable[bytes | LineTooLong]) -> list[HealthBenchRow]:
     """Parse every line; raise ImportFailed listing the errors (up to MAX_ERRORS)."""
     rows: list[HealthBenchRow] = []
     errors: list[RowError] = []
     first_line: dict[str, int] = {}
-    for number, raw in enumerate(lines, start=1):
-        raw = raw.rstrip(b"\r\n")
-        if not raw.strip():
-            continue
+    number = 0
+    for number, raw in numbered_lines(lines):
         try:
             row = parse_line(number, raw)
         except RowInvalid as exc:
@@ -84,12 +83,14 @@ def parse_lines(lines: Iterable[bytes]) -> list[HealthBenchRow]:
         if len(errors) >= MAX_ERRORS:
             errors.append(RowError(number, "", f"stopped after {MAX_ERRORS} errors"))
             break
+    if not number:
+        errors.append(RowError(0, "", NO_ROWS))
     if errors:
         raise ImportFailed(errors)
     return rows
 
 
-def import_healthbench_lines(lines: Iterable[bytes], *, subset_name: str | None = None) -> ImportSummary:
+def import_healthbench_lines(lines: Iterable[bytes | LineTooLong], *, subset_name: str | None = None) -> ImportSummary:
     """Import a HealthBench eval file (main, Hard or Consensus) in one transaction.
 
     Every conversation joins the subset `all`, and `subset_name` when given. A prompt_id that

@@ -9,6 +9,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+from annotation.fields import CleanJSONField
 from annotation.models.dataset import Conversation, Criterion, IdealResponse, Physician
 
 
@@ -26,8 +27,8 @@ class CriterionEdit(models.Model):
     physician = models.ForeignKey(Physician, on_delete=models.PROTECT, related_name="criterion_edits")
     action = models.CharField(max_length=16, choices=Action.choices)
     # {text, points, axis} as they were; null before a create and after a delete.
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
+    before = CleanJSONField(null=True, blank=True)
+    after = CleanJSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -9,12 +9,21 @@ the line and the field, as the HealthBench file import does.
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 # The message checks are the HealthBench file's own: meta-eval prompts are the same messages.
-from annotation.formats.healthbench import MAX_PROMPT_ID, RowError, RowInvalid, load_object, parse_messages
+from annotation.formats.healthbench import RowError, RowInvalid, load_object, parse_messages
+from annotation.formats.validation import (
+    MAX_CLUSTER,
+    MAX_COMPLETION_ID,
+    MAX_PROMPT_ID,
+    NO_ROWS,
+    LineTooLong,
+    numbered_lines,
+    too_long,
+)
 
 META_EVAL_KEYS = (
     "anonymized_physician_ids", "binary_labels", "category", "completion", "completion_id",
@@ -24,8 +33,6 @@ META_EVAL_REQUIRED = META_EVAL_KEYS[:-1]
 GRADER_LABEL_KEYS = ("prompt_id", "completion_id", "category", "criteria_met", "explanation")
 GRADER_LABEL_REQUIRED = GRADER_LABEL_KEYS[:-1]
 PHYSICIAN_ID = re.compile(r"[0-9a-f]{64}")
-MAX_COMPLETION_ID = 100  # grading.Response.completion_id
-MAX_CATEGORY = 200  # annotation.ConsensusCriterion.cluster
 MAX_ERRORS = 50
 
 
@@ -83,13 +90,14 @@ def _name(line: int, data: dict, key: str, limit: int) -> str:
     value = data[key]
     if not isinstance(value, str) or not value.strip():
         raise _fail(line, key, "must be a non-empty string")
-    if len(value) > limit:
-        raise _fail(line, key, f"is longer than {limit} characters")
+    problem = too_long(value, limit)
+    if problem:
+        raise _fail(line, key, problem)
     return value
 
 
 def _category(line: int, data: dict) -> str:
-    category = _name(line, data, "category", MAX_CATEGORY)
+    category = _name(line, data, "category", MAX_CLUSTER)
     if not category.startswith("cluster:") or len(category) == len("cluster:"):
         raise _fail(line, "category", f"must be a consensus criterion's cluster tag (cluster:...), not {category!r}")
     return category
@@ -135,7 +143,7 @@ def _labels(line: int, data: dict) -> tuple[tuple[tuple[str, bool], ...], tuple[
     return tuple(out), tuple(repeated)
 
 
-def parse_meta_eval_line(line: int, raw: bytes) -> MetaEvalRow:
+def parse_meta_eval_line(line: int, raw: bytes | LineTooLong) -> MetaEvalRow:
     """Parse one line of a meta-eval file; raise RowInvalid naming the line and field."""
     data = load_object(line, raw, META_EVAL_KEYS, META_EVAL_REQUIRED, "a meta-eval row")
     prompt_id = _name(line, data, "prompt_id", MAX_PROMPT_ID)
@@ -163,7 +171,7 @@ def parse_meta_eval_line(line: int, raw: bytes) -> MetaEvalRow:
     )
 
 
-def parse_grader_label_line(line: int, raw: bytes) -> GraderLabelRow:
+def parse_grader_label_line(line: int, raw: bytes | LineTooLong) -> GraderLabelRow:
     data = load_object(line, raw, GRADER_LABEL_KEYS, GRADER_LABEL_REQUIRED, "a grader-label row")
     met = data["criteria_met"]
     if not isinstance(met, bool):
@@ -181,7 +189,7 @@ def parse_grader_label_line(line: int, raw: bytes) -> GraderLabelRow:
     )
 
 
-class _Errors(list):
+class _Errors(list[RowError]):
     """Errors of a whole file, stopping after MAX_ERRORS so a wrong file does not flood the terminal."""
 
     def add(self, error: RowError) -> bool:
@@ -192,11 +200,14 @@ class _Errors(list):
         return True
 
 
-def _numbered(lines: Iterable[bytes]):
-    for number, raw in enumerate(lines, start=1):
-        raw = raw.rstrip(b"\r\n")
-        if raw.strip():
-            yield number, raw
+def _numbered(lines: Iterable[bytes | LineTooLong]) -> Iterator[tuple[int, bytes | LineTooLong]]:
+    """numbered_lines, then a whole-file error when there was no row at all."""
+    empty = True
+    for number, raw in numbered_lines(lines):
+        empty = False
+        yield number, raw
+    if empty:
+        raise FileInvalid([RowError(0, "", NO_ROWS)])
 
 
 class _Agreement:
@@ -215,7 +226,7 @@ class _Agreement:
         )
 
 
-def parse_meta_eval_lines(lines: Iterable[bytes]) -> MetaEvalFile:
+def parse_meta_eval_lines(lines: Iterable[bytes | LineTooLong]) -> MetaEvalFile:
     """Parse a whole meta-eval file; raise FileInvalid listing every error (up to MAX_ERRORS)."""
     parsed = MetaEvalFile(rows=[])
     errors = _Errors()
@@ -262,7 +273,7 @@ def parse_meta_eval_lines(lines: Iterable[bytes]) -> MetaEvalFile:
     return parsed
 
 
-def parse_grader_label_lines(lines: Iterable[bytes]) -> list[GraderLabelRow]:
+def parse_grader_label_lines(lines: Iterable[bytes | LineTooLong]) -> list[GraderLabelRow]:
     """Parse a whole grader-label file; raise FileInvalid listing every error (up to MAX_ERRORS)."""
     rows: list[GraderLabelRow] = []
     errors = _Errors()

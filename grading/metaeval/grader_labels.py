@@ -144,8 +144,6 @@ def grader_labels_import(*, lines: Iterable[bytes], run_name: str, source_file: 
         rows = parse_grader_label_lines(lines)
     except FileInvalid as exc:
         raise ImportFailed(exc.errors) from None
-    if not rows:
-        raise ValueError("the file holds no grader labels")
     with transaction.atomic():
         items = _resolve(rows)
         # The lock makes a concurrent import of the same name wait, then see this one's grades.
