@@ -141,6 +141,12 @@ def may_hold_bad_text(json_text: str) -> bool:
     return _SUSPECT_ESCAPE.search(json_text) is not None
 
 
+def loads_repaired(json_text: str) -> Any:
+    """json.loads for text read back from the database: bad characters come out as U+FFFD."""
+    value = json.loads(json_text)
+    return replace_bad_text(value) if may_hold_bad_text(json_text) else value
+
+
 def check_depth(text: str, limit: int = MAX_DEPTH) -> None:
     """Raise JsonProblem when arrays/objects nest deeper than `limit`: a linear scan, no recursion."""
     if text.count("[") + text.count("{") <= limit:
