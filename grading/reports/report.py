@@ -20,8 +20,6 @@ have been graded on (missing; see grading.reports.selectors), is left out of eve
 counted, never scored as "not met".
 """
 
-import csv
-import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +29,7 @@ from django.core.cache import cache
 from grading.models import Run
 from grading.reports import scoring
 from grading.reports.selectors import RunGrades, run_fingerprint, run_grades_get
+from healthbench_web.spreadsheet import csv_text
 
 DEFAULT_SEED = 0
 CACHE_SECONDS = 24 * 3600
@@ -160,8 +159,4 @@ def metric_rows(data: dict, prefix: str | None = None) -> list[dict]:
 
 def report_csv(data: dict) -> str:
     """The metrics as CSV: a header, then one row per metric (see metric_rows)."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(metric_rows(data))
-    return out.getvalue()
+    return csv_text(CSV_COLUMNS, ([row[c] for c in CSV_COLUMNS] for row in metric_rows(data)))
