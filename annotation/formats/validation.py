@@ -147,30 +147,31 @@ def loads_repaired(json_text: str) -> Any:
     return replace_bad_text(value) if may_hold_bad_text(json_text) else value
 
 
-def check_depth(text: str, limit: int = MAX_DEPTH) -> None:
-    """Raise JsonProblem when arrays/objects nest deeper than `limit`: a linear scan, no recursion."""
-    if text.count("[") + text.count("{") <= limit:
+def check_depth(text: str, limit: int = MAX_DEPTH, *, outer: int = 0) -> None:
+    """Raise JsonProblem when arrays/objects nest deeper than `limit`: a linear scan, no recursion.
+
+    `outer` is how many levels enclose `text` in its document (when only a part is decoded).
+    """
+    if text.count("[") + text.count("{") + outer <= limit:
         return  # cannot nest deeper than the brackets it has
-    depth = 0
+    depth = outer
     for token in _JSON_TOKEN.finditer(text):
         if token.lastindex == 1:
             depth += 1
             if depth > limit:
-                raise JsonProblem(
-                    "", f"nests arrays/objects more than {limit} levels deep (at column {token.start() + 1})"
-                )
+                raise JsonProblem("", f"nests arrays/objects more than {limit} levels deep")
         elif token.lastindex == 2:
             depth -= 1
 
 
-def decode_json(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
+def decode_json(text: str, *, max_depth: int = MAX_DEPTH, outer: int = 0) -> Any:
     """Decode JSON text, refusing what `json.loads` would let through.
 
     Raises json.JSONDecodeError for text that is not JSON, and JsonProblem (naming the field)
     for nesting deeper than `max_depth`, a key repeated in one object, or a string holding NUL
     or a lone surrogate.
     """
-    check_depth(text, max_depth)
+    check_depth(text, max_depth, outer=outer)
     duplicates: list[str] = []
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 from django import forms
 
 from annotation.formats.importer import SUBSET_NAME
+from annotation.formats.validation import MAX_UPLOAD_BYTES
 from annotation.models import THEMES, Subset
+
+MB = 1024 * 1024
 
 
 class ImportForm(forms.Form):
@@ -9,6 +12,15 @@ class ImportForm(forms.Form):
     subset = forms.CharField(
         required=False, max_length=100, help_text="Also add every conversation to this subset (optional)."
     )
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size / MB:,.1f} MB; the browser import takes at most {MAX_UPLOAD_BYTES // MB} MB. "
+                f"Import larger files with manage.py import_healthbench FILE."
+            )
+        return upload
 
     def clean_subset(self):
         name = self.cleaned_data["subset"].strip()

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from annotation.access import physician_for, require_role
 from annotation.formats.exporter import export_subset_lines
 from annotation.formats.importer import ImportFailed, import_healthbench_lines
+from annotation.formats.validation import MAX_LINE_BYTES, MAX_UPLOAD_BYTES, READ_CHUNK, split_lines
 from annotation.forms.curator import HardBuildForm, ImportForm, PromptIdsForm, SubsetCreateForm, SubsetFilterForm
 from annotation.models import Physician, Subset, SubsetVersion
 from annotation.selectors.consensus_overview import consensus_overview
@@ -53,16 +54,22 @@ def curator_import(request: HttpRequest) -> HttpResponse:
     errors, summary = [], None
     form = ImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
         try:
-            summary = import_healthbench_lines(form.cleaned_data["file"], subset_name=form.cleaned_data["subset"])
+            # Lines are split from the upload's chunks: memory stays bounded and time linear
+            # however long a line is (a line past MAX_LINE_BYTES is refused, never assembled).
+            lines = split_lines(upload.chunks(READ_CHUNK))
+            summary = import_healthbench_lines(lines, subset_name=form.cleaned_data["subset"])
         except ImportFailed as exc:
             errors = exc.errors
-    status = 400 if errors else 200
+    status = 400 if errors or form.errors else 200
     context = {
         "form": form,
         "errors": errors,
         "summary": summary,
         "filename": getattr(form.cleaned_data.get("file"), "name", "") if form.is_bound and form.is_valid() else "",
+        "max_upload_mb": MAX_UPLOAD_BYTES // (1024 * 1024),
+        "max_line_mb": MAX_LINE_BYTES // (1024 * 1024),
     }
     return render(request, "curator/import.html", context, status=status)
 

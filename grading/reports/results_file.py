@@ -23,7 +23,6 @@ from typing import Any
 
 from annotation.formats.validation import (
     MAX_COMPLETION_ID,
-    MAX_DEPTH,
     MAX_PROMPT_ID,
     MAX_SMALLINT,
     MAX_TOKENS,
@@ -216,12 +215,12 @@ def _load(data: bytes | mmap.mmap) -> Any:
         end = len(text.rstrip()) - 1
         if end > 0 and text[end] == "}":
             try:
-                # The value sits one level inside the document: its depth limit is one less.
-                metadata = decode_json(text[:end], max_depth=MAX_DEPTH - 1)
+                # The value sits one level inside the document.
+                metadata = decode_json(text[:end], outer=1)
             except json.JSONDecodeError:
                 pass  # not the layout we guessed: decode the whole file below
             except JsonProblem as exc:
-                raise _file_error(f"metadata.{exc.field}".rstrip("."), exc.message) from None
+                raise _file_error(f"metadata.{exc.field}" if exc.field else "", exc.message) from None
             else:
                 return metadata
     try:
@@ -249,7 +248,7 @@ def parse_results(data: bytes | mmap.mmap) -> list[ResultExample]:
             [ExampleError(None, None, "metadata.example_level_metadata", "must be a list of examples")]
         )
     if not examples:
-        raise _file_error("metadata.example_level_metadata", f"is empty: {NO_ROWS}")
+        raise _file_error("metadata.example_level_metadata", NO_ROWS)
     parsed: list[ResultExample] = []
     errors: list[ExampleError] = []
     for index, value in enumerate(examples):
