@@ -17,8 +17,8 @@ class ImportForm(forms.Form):
         upload = self.cleaned_data["file"]
         if upload.size > MAX_UPLOAD_BYTES:
             raise forms.ValidationError(
-                f"The file is {upload.size / MB:,.1f} MB; the browser import takes at most {MAX_UPLOAD_BYTES // MB} MB. "
-                f"Import larger files with manage.py import_healthbench FILE."
+                f"The file is {upload.size / MB:,.1f} MB; the browser import takes at most "
+                f"{MAX_UPLOAD_BYTES // MB} MB. Import larger files with manage.py import_healthbench FILE."
             )
         return upload
 
