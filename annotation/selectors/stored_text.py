@@ -122,8 +122,8 @@ def stored_text_problems() -> list[StoredTextProblem]:
             fields = list(_text_fields(model))
             if not fields:
                 continue
-            table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
-            columns = ", ".join(f"CAST({quote(f.column)} AS TEXT)" for f in fields)
+            table, pk = quote(model._meta.db_table), quote(str(model._meta.pk.column))
+            columns = ", ".join(f"CAST({quote(str(f.column))} AS TEXT)" for f in fields)
             with _raw_text(), connection.cursor() as cursor:
                 cursor.execute(f"SELECT {pk}, {columns} FROM {table} ORDER BY {pk}")
                 while batch := cursor.fetchmany(FETCH):

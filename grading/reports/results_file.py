@@ -141,13 +141,12 @@ def _parse_item(i: int, value: Any) -> GradedItem:
 def _tokens(usage: Any, key: str) -> int | None:
     # Usage is informative: a missing or odd count is left out, but one too large for the
     # column is refused rather than stored wrong.
-    if isinstance(usage, dict):
-        value = usage.get(key)
-        if _is_int(value) and value > MAX_TOKENS:
-            raise _Bad(f"usage.{key}", f"{value} is more than the largest token count stored, {MAX_TOKENS}")
-        if _is_int(value) and value >= 0:
-            return int(value)
-    return None
+    value = usage.get(key) if isinstance(usage, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    if value > MAX_TOKENS:
+        raise _Bad(f"usage.{key}", f"{value} is more than the largest token count stored, {MAX_TOKENS}")
+    return value
 
 
 def _parse_example(index: int, value: Any) -> ResultExample:
