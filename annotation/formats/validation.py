@@ -45,8 +45,6 @@ NO_ROWS = "the file has no rows (it is empty or holds only blank lines)"
 # one of these escapes needs no walk over its strings.
 _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
-# A JSON string (escapes included) or a bracket: brackets inside strings are skipped whole.
-_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|([\[{])|([\]}])', re.DOTALL)
 
 
 class JsonProblem(Exception):
@@ -147,21 +145,31 @@ def loads_repaired(json_text: str) -> Any:
     return replace_bad_text(value) if may_hold_bad_text(json_text) else value
 
 
-def check_depth(text: str, limit: int = MAX_DEPTH, *, outer: int = 0) -> None:
-    """Raise JsonProblem when arrays/objects nest deeper than `limit`: a linear scan, no recursion.
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether arrays/objects in a decoded value nest more than `limit` levels; no recursion."""
+    level, depth = [value], 1
+    while level:
+        if depth > limit:
+            return True
+        deeper = []
+        for item in level:
+            for child in item.values() if isinstance(item, dict) else item:
+                if isinstance(child, dict | list):
+                    deeper.append(child)
+        level, depth = deeper, depth + 1
+    return False
+
+
+def check_depth(value: Any, text: str, limit: int = MAX_DEPTH, *, outer: int = 0) -> None:
+    """Raise JsonProblem when the decoded `value` of `text` nests deeper than `limit`.
 
     `outer` is how many levels enclose `text` in its document (when only a part is decoded).
+    Only containers are visited, and only when the text has enough brackets to be too deep.
     """
-    if text.count("[") + text.count("{") + outer <= limit:
-        return  # cannot nest deeper than the brackets it has
-    depth = outer
-    for token in _JSON_TOKEN.finditer(text):
-        if token.lastindex == 1:
-            depth += 1
-            if depth > limit:
-                raise JsonProblem("", f"nests arrays/objects more than {limit} levels deep")
-        elif token.lastindex == 2:
-            depth -= 1
+    if not isinstance(value, dict | list) or text.count("[") + text.count("{") + outer <= limit:
+        return
+    if _too_deep(value, limit - outer):
+        raise JsonProblem("", f"nests arrays/objects more than {limit} levels deep")
 
 
 def decode_json(text: str, *, max_depth: int = MAX_DEPTH, outer: int = 0) -> Any:
@@ -171,7 +179,6 @@ def decode_json(text: str, *, max_depth: int = MAX_DEPTH, outer: int = 0) -> Any
     for nesting deeper than `max_depth`, a key repeated in one object, or a string holding NUL
     or a lone surrogate.
     """
-    check_depth(text, max_depth, outer=outer)
     duplicates: list[str] = []
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -184,7 +191,13 @@ def decode_json(text: str, *, max_depth: int = MAX_DEPTH, outer: int = 0) -> Any
         duplicates.append(marked.duplicate)
         return marked
 
-    value = json.JSONDecoder(object_pairs_hook=pairs_hook).decode(text)
+    try:
+        value = json.JSONDecoder(object_pairs_hook=pairs_hook).decode(text)
+    except RecursionError:
+        # Far deeper than the limit: the C decoder guards its recursion and stops cleanly
+        # (at the interpreter's limit, ~1000 levels); the stated limit is checked below.
+        raise JsonProblem("", f"nests arrays/objects more than {max_depth} levels deep") from None
+    check_depth(value, text, max_depth, outer=outer)
     if duplicates:
         for path, item in _walk(value):
             if isinstance(item, _Duplicated):
