@@ -157,3 +157,19 @@ def test_check_stored_text_reports_then_repairs(odd, capsys):
     if SQLITE:
         odd.refresh_from_db()
         assert odd.theme == "t" * 32
+
+
+def test_the_api_refuses_a_lone_surrogate_in_a_json_body():
+    api = APIClient()
+    api.force_authenticate(person("curator", Physician.Role.CURATOR))
+    response = api.post(
+        "/api/subsets/", data='{"name": "odd", "description": "x\\ud800"}', content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert "field description: holds a lone surrogate (\\ud800)" in response.content.decode()
+
+
+def test_the_api_renderer_replaces_a_lone_surrogate_it_is_handed():
+    from healthbench_web.renderers import SafeJSONRenderer
+
+    assert SafeJSONRenderer().render({"text": "a\ud800b", "n": 1}) == '{"text":"a\ufffdb","n":1}'.encode()
