@@ -67,6 +67,8 @@ def healthbench_cases() -> list[BadCase]:
         *_common(good, bad, ["prompt", 0, "content"], "prompt[0].content"),
         BadCase("surrogate-in-a-tag", _jsonl(good, _with(bad, ["example_tags"], ["theme:hedging", "\udfff"])), 2,
                 "example_tags[1]", "holds a lone surrogate (\\udfff)"),
+        BadCase("surrogate-in-a-key", _jsonl(good, {**bad, "\udc00": 1}), 2, "\\udc00",
+                "holds a lone surrogate (\\udc00) at character 1"),
         BadCase("nul-in-a-criterion", _jsonl(good, _with(bad, ["rubrics", 1, "criterion"], "x\x00")), 2,
                 "rubrics[1].criterion", "holds a NUL character"),
         BadCase("duplicate-nested-key", _jsonl(good) + json.dumps(bad).replace(

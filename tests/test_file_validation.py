@@ -41,7 +41,7 @@ def test_a_surrogate_pair_is_one_valid_character_not_a_lone_surrogate():
         ('{"a": {"b": ["ok", "x\\ud800"]}}', "a.b[1]", "lone surrogate (\\ud800) at character 2"),
         ('{"a": "\\u0000"}', "a", "NUL character"),
         ('{"a": [1, {"k": 1, "k": 2}]}', "a[1].k", "appears twice in the same object"),
-        ('{"a\\udc00": 1}', "a\udc00", "lone surrogate"),
+        ('{"a\\udc00": 1}', "a\\udc00", "lone surrogate"),
     ],
 )
 def test_it_names_the_field_of_a_bad_value(text, field, fragment):

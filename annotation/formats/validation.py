@@ -90,6 +90,9 @@ def describe_character(text: str, position: int) -> str:
 def _path(parent: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{parent}[{key}]"
+    # A key may itself hold the bad character: the path shows it as an escape, so that the
+    # message naming it can always be printed and rendered.
+    key = BAD_CHARACTER.sub(lambda found: f"\\u{ord(found[0]):04x}", key)
     return f"{parent}.{key}" if parent else key
 
 
