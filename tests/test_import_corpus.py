@@ -72,7 +72,7 @@ def test_the_browser_import_refuses(case, stored, client):
     page = response.content.decode()
     if case.content:
         assert response.status_code == 400
-        assert "The database is unchanged" in page
+        assert f"The database is unchanged. Fix these lines of <code>{case.name}.jsonl</code>" in page
         row_html = f'<td class="num">{case.line or "—"}</td><td><code>{html.escape(case.field) or "—"}</code></td>'
         assert row_html in page, page
         assert html.escape(case.message) in page
