@@ -9,6 +9,16 @@ document.addEventListener("submit", (event) => {
   const bar = form.querySelector("progress");
   const status = form.querySelector("[data-progress-label]");
   const button = form.querySelector("button[type=submit]");
+  // Refuse a file over the limit before sending it; the server checks again after upload.
+  const limit = Number(form.dataset.maxBytes || 0);
+  const file = form.querySelector("input[type=file]").files[0];
+  if (limit && file && file.size > limit) {
+    status.textContent = `${file.name} is ${(file.size / 1048576).toFixed(1)} MB; the browser import takes at most ` +
+      `${Math.floor(limit / 1048576)} MB. Import it with manage.py import_healthbench FILE.`;
+    status.classList.add("error");
+    return;
+  }
+  status.classList.remove("error");
   const request = new XMLHttpRequest();
   request.open("POST", form.action || window.location.href);
   request.upload.addEventListener("progress", (progress) => {

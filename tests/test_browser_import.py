@@ -52,3 +52,20 @@ def test_a_bad_upload_is_listed_by_line_and_field(browser, live_server, tmp_path
     errors = page.inner_text("#import-errors")
     assert "prompt_id" in errors and "appears twice in the same object" in errors
     assert not Conversation.objects.exists()
+
+
+def test_a_file_over_the_limit_is_refused_before_it_is_sent(browser, live_server, tmp_path):
+    path = tmp_path / "main.jsonl"
+    path.write_bytes(line(row("p-1")) * 10)
+    person("cura", Physician.Role.CURATOR)
+    page = browser.new_page()
+    log_in(page, live_server.url, "cura", "pw-cura")
+    page.goto(live_server.url + "/curator/import/")
+    page.evaluate("document.querySelector('form[data-upload-progress]').dataset.maxBytes = '1000'")
+    posts = []
+    page.on("request", lambda request: request.method == "POST" and posts.append(request.url))
+    page.set_input_files("#id_file", str(path))
+    page.click("form[data-upload-progress] button[type=submit]")
+    assert "main.jsonl is 0.0 MB; the browser import takes at most 0 MB" in page.inner_text("#upload-status")
+    assert posts == []
+    assert not Conversation.objects.exists()

@@ -68,6 +68,7 @@ def curator_import(request: HttpRequest) -> HttpResponse:
         "errors": errors,
         "summary": summary,
         "filename": getattr(form.cleaned_data.get("file"), "name", "") if form.is_bound and form.is_valid() else "",
+        "max_upload_bytes": MAX_UPLOAD_BYTES,
         "max_upload_mb": MAX_UPLOAD_BYTES // (1024 * 1024),
         "max_line_mb": MAX_LINE_BYTES // (1024 * 1024),
     }
