@@ -113,19 +113,37 @@ def _repair(field: models.Field, text: str) -> Any:
     return fixed[:limit] if limit else fixed
 
 
+def _scanned_fields(model: type[models.Model]) -> list[models.Field]:
+    fields = list(_text_fields(model))
+    if connection.vendor == "postgresql":
+        # PostgreSQL refuses NUL and bad UTF-8 in text and enforces varchar lengths: only
+        # JSON kept as text can still hold a bad escape.
+        fields = [f for f in fields if _is_json(f)]
+    return fields
+
+
+def _where(fields: list[models.Field]) -> str:
+    """On PostgreSQL, only rows whose JSON holds a \\u escape at all (the others are fine)."""
+    if connection.vendor != "postgresql":
+        return ""
+    quote = connection.ops.quote_name
+    tests = [f"strpos(CAST({quote(str(f.column))} AS TEXT), '\\u') > 0" for f in fields]
+    return " WHERE " + " OR ".join(tests)
+
+
 def stored_text_problems() -> list[StoredTextProblem]:
     """Every stored text value, in the tables of APPS, that breaks a rule the importers enforce."""
     problems: list[StoredTextProblem] = []
     quote = connection.ops.quote_name
     for app in APPS:
         for model in apps.get_app_config(app).get_models():
-            fields = list(_text_fields(model))
+            fields = _scanned_fields(model)
             if not fields:
                 continue
             table, pk = quote(model._meta.db_table), quote(str(model._meta.pk.column))
             columns = ", ".join(f"CAST({quote(str(f.column))} AS TEXT)" for f in fields)
             with _raw_text(), connection.cursor() as cursor:
-                cursor.execute(f"SELECT {pk}, {columns} FROM {table} ORDER BY {pk}")
+                cursor.execute(f"SELECT {pk}, {columns} FROM {table}{_where(fields)} ORDER BY {pk}")
                 while batch := cursor.fetchmany(FETCH):
                     for pk_value, *values in batch:
                         for field, raw in zip(fields, values, strict=True):
