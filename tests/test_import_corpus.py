@@ -3,6 +3,8 @@ a non-zero exit or an error page, a message naming the line (or example) and the
 traceback, and the database exactly as it was."""
 
 import html
+import subprocess
+import sys
 from io import StringIO
 
 import pytest
@@ -15,6 +17,7 @@ from annotation.formats.importer import import_healthbench_lines
 from annotation.models import Physician
 from grading.metaeval.importer import meta_eval_import
 from tests import bad_inputs
+from tests.conftest import REPO
 from tests.healthbench_rows import line, row
 from tests.metaeval_rows import lines, meta_row
 from tests.people import person
@@ -113,3 +116,29 @@ def test_import_run_refuses(case, stored, tmp_path):
     assert where in report, report
     assert (f"field {case.field}: " if case.field else ": ") + case.message in report, report
     assert _counts() == before
+
+
+@pytest.mark.parametrize(
+    "command, case",
+    [
+        ("import_healthbench", next(c for c in bad_inputs.healthbench_cases() if c.name == "deep-nesting")),
+        ("import_meta_eval", next(c for c in bad_inputs.meta_eval_cases() if c.name == "lone-surrogate")),
+        ("import_run", next(c for c in bad_inputs.results_cases() if c.name == "deep-nesting")),
+    ],
+    ids=["healthbench-deep", "meta-eval-surrogate", "results-deep"],
+)
+def test_the_real_command_exits_non_zero_without_a_traceback(command, case, tmp_path):
+    # A real process, as a user runs it: the refusal is one message, never a Python traceback.
+    path = tmp_path / case.name
+    path.write_bytes(case.content)
+    args = ["--name", "x"] if command == "import_run" else []
+    done = subprocess.run(
+        [sys.executable, "manage.py", command, str(path), *args],
+        cwd=REPO,
+        env={"VAR_DIR": str(tmp_path / "var"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    assert case.message in done.stderr
