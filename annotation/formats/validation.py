@@ -27,7 +27,7 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 MAX_UPLOAD_BYTES = 256 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
 
-# Column sizes of the values files carry (tests/test_file_limits.py keeps them equal to the
+# Column sizes of the values files carry (tests/test_file_validation.py keeps them equal to the
 # models). Identifiers and short labels are refused when longer; free text has no limit.
 MAX_PROMPT_ID = 100  # Conversation.prompt_id
 MAX_COMPLETION_ID = 100  # Response.completion_id
