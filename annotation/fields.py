@@ -29,6 +29,10 @@ class JSONTextField(models.TextField):
     PostgreSQL converting tens of megabytes to jsonb on import, and keeps key order.
     """
 
+    # For django-stubs: the value is the decoded JSON, not the text column's str.
+    _pyi_private_set_type: Any
+    _pyi_private_get_type: Any
+
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         if value is None:
             return None

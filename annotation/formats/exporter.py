@@ -1,7 +1,6 @@
 """Writing a subset back out in the public HealthBench eval file format."""
 
 from collections.abc import Iterator
-from typing import cast
 
 from annotation.formats.healthbench import IdealData, RubricItem, format_row
 from annotation.models import Criterion, IdealResponse, Subset, SubsetMember
@@ -38,8 +37,7 @@ def export_subset_lines(subset: Subset) -> Iterator[str]:
             conversation = conversations[cid]
             yield format_row(
                 prompt_id=conversation.prompt_id,
-                # JSONTextField is typed as its text column; the value read back is the list.
-                messages=cast(list[dict[str, str]], conversation.messages),
+                messages=conversation.messages,
                 example_tags=conversation.example_tags,
                 rubrics=criteria.get(cid, []),
                 ideal=ideals.get(cid),

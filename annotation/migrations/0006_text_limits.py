@@ -7,7 +7,7 @@ import annotation.fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0005_consensus_axis_blank"),
+        ("annotation", "0006_physicianlabel_repeats"),
     ]
 
     operations = [

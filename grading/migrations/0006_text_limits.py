@@ -7,7 +7,7 @@ import annotation.fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("grading", "0002_grading_pipeline"),
+        ("grading", "0005_run_length_adjustment"),
     ]
 
     operations = [
