@@ -319,6 +319,31 @@ class SubsetMember(models.Model):
         return f"{self.subset} ∋ {self.conversation}"
 
 
+class SubsetChange(models.Model):
+    """One change to a subset's members, kept so that the last one can be undone until the next freeze."""
+
+    subset = models.ForeignKey(Subset, on_delete=models.CASCADE, related_name="changes")
+    # What the curator did, in words ("Build Hard from demo-run, 100 conversations").
+    action = models.CharField(max_length=300)
+    # Conversation ids that joined.
+    added = models.JSONField(default=list)
+    # [member id, conversation id] of the members that left: undo puts them back in their place.
+    removed = models.JSONField(default=list)
+    by = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    undone = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            # The latest change of one subset (the undo button and the undo itself).
+            models.Index(fields=["subset", "created"], name="subset_change_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subset}: {self.action}"
+
+
 class SubsetVersion(models.Model):
     """A frozen copy of a subset: its members and their rubrics, with a content hash."""
 

@@ -33,9 +33,7 @@ def conversations_to_assign(
         conversations = conversations.filter(theme=theme)
     if subset:
         conversations = conversations.filter(memberships__subset__name=subset)
-    tasks = Assignment.objects.filter(conversation=OuterRef("pk"), kind=kind).exclude(
-        status=Assignment.Status.CANCELLED
-    )
+    tasks = Assignment.objects.filter(conversation=OuterRef("pk"), kind=kind).exclude(status__in=Assignment.INACTIVE)
     if status == ConversationStatus.UNASSIGNED:
         conversations = conversations.filter(~Exists(tasks))
     elif status == ConversationStatus.OPEN:
@@ -103,7 +101,7 @@ def progress(statuses: tuple[str, ...] = (Physician.Status.TRIAL, Physician.Stat
     }
     counts = (
         Assignment.objects.filter(physician_id__in=list(rows))
-        .exclude(status=Assignment.Status.CANCELLED)
+        .exclude(status__in=Assignment.INACTIVE)
         .values("physician_id", "kind")
         .annotate(total=Count("id"), done=Count("id", filter=Q(status=Assignment.Status.DONE)))
     )
@@ -117,3 +115,12 @@ def physicians_for_vetting(status: str = "") -> QuerySet[Physician]:
     if status:
         physicians = physicians.filter(status=status)
     return physicians.order_by("status", "user__username")
+
+
+def withdrawn_tasks(limit: int = 50) -> list[Assignment]:
+    """The latest tasks withdrawn from physicians, with the note saying why (assignment page)."""
+    return list(
+        Assignment.objects.filter(status=Assignment.Status.WITHDRAWN)
+        .select_related("physician__user", "conversation", "criterion")
+        .order_by("-id")[:limit]
+    )

@@ -58,7 +58,7 @@ def task_summary(physician: Physician) -> list[KindSummary]:
     group = [F("kind"), F("status")]
     rows = (
         Assignment.objects.filter(physician=physician)
-        .exclude(status=Assignment.Status.CANCELLED)
+        .exclude(status__in=Assignment.INACTIVE)
         .annotate(
             rank=Window(RowNumber(), partition_by=group, order_by=F("id").asc()),
             in_group=Window(Count("id"), partition_by=group),
@@ -104,7 +104,7 @@ class LabelPosition:
 
 def _label_items(physician_id: int):
     return Assignment.objects.filter(physician_id=physician_id, kind=Assignment.Kind.LABEL).exclude(
-        status=Assignment.Status.CANCELLED
+        status__in=Assignment.INACTIVE
     )
 
 
