@@ -1,5 +1,6 @@
 """Curator pages: choosing conversations and physicians to assign, progress, vetting lists."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
@@ -124,3 +125,16 @@ def withdrawn_tasks(limit: int = 50) -> list[Assignment]:
         .select_related("physician__user", "conversation", "criterion")
         .order_by("-id")[:limit]
     )
+
+
+# Conversations listed by name in a change preview; the rest are counted.
+PREVIEW_ROWS = 50
+
+
+def preview_rows(conversation_ids: Sequence[int]) -> dict:
+    """The first conversations of a planned change, with theme and opening words, and how many in all."""
+    shown = list(conversation_ids[:PREVIEW_ROWS])
+    found = {
+        c.id: c for c in Conversation.objects.filter(id__in=shown).only("id", "code", "prompt_id", "theme", "messages")
+    }
+    return {"rows": [found[cid] for cid in shown if cid in found], "total": len(conversation_ids)}
