@@ -195,6 +195,15 @@ class Criterion(models.Model):
     def __str__(self) -> str:
         return f"[{self.points}] {self.text[:80]}"
 
+    @property
+    def written_by(self) -> str:
+        """Who the criterion comes from: "consensus" (a catalogue entry), "physician" (written here) or "dataset"."""
+        if self.level == self.Level.CLUSTER:
+            return "consensus"
+        if self.author_id is not None or self.origin == self.Origin.EDITOR:
+            return "physician"
+        return "dataset"
+
 
 class ConsensusVote(models.Model):
     """A physician's vote on whether a consensus criterion applies to a conversation."""

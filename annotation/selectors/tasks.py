@@ -24,6 +24,19 @@ class TaskLink:
     url: str
     prompt_id: str
     theme: str
+    # The first words of the conversation's first user message: what the task is about.
+    opening: str = ""
+
+
+OPENING_WORDS = 12
+
+
+def opening_words(messages: list[dict], words: int = OPENING_WORDS) -> str:
+    for message in messages:
+        if message.get("role") == "user":
+            parts = str(message.get("content", "")).split()
+            return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+    return ""
 
 
 @dataclass
@@ -52,7 +65,7 @@ def task_summary(physician: Physician) -> list[KindSummary]:
 
     Window functions number the tasks and count them within each (kind, status); only the
     first LISTED of each group come back, each carrying its group's size. Plain values, not
-    model instances: the conversation's messages stay unread.
+    model instances; the messages are read for the listed open tasks only (a second query).
     """
     summary = {kind: KindSummary(kind, label) for kind, label in Assignment.Kind.choices}
     group = [F("kind"), F("status")]
@@ -69,12 +82,15 @@ def task_summary(physician: Physician) -> list[KindSummary]:
             "kind", "status", "in_group", "code", "conversation__code", "conversation__prompt_id", "conversation__theme"
         )
     )
+    rows = list(rows)
+    listed = {row[5] for row in rows if row[1] == Assignment.Status.OPEN}
+    messages = dict(Conversation.objects.filter(prompt_id__in=listed).values_list("prompt_id", "messages"))
     for kind, status, in_group, code, conversation_code, prompt_id, theme in rows:
         entry = summary[kind]
         if status == Assignment.Status.OPEN:
             entry.open = in_group
             url = reverse(TASK_PAGES[kind], args=[code if kind == Assignment.Kind.LABEL else conversation_code])
-            entry.tasks.append(TaskLink(url, prompt_id, theme))
+            entry.tasks.append(TaskLink(url, prompt_id, theme, opening_words(messages.get(prompt_id) or [])))
         else:
             entry.done = in_group
     return list(summary.values())

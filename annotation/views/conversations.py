@@ -52,5 +52,5 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def conversation_detail(request: HttpRequest, code) -> HttpResponse:
     conversation = get_conversation_for_reader(request, code)
-    criteria = conversation.criteria.select_related("consensus_criterion").order_by("position", "id")
+    criteria = conversation.criteria.select_related("consensus_criterion", "author__user").order_by("position", "id")
     return render(request, "conversation_detail.html", {"conversation": conversation, "criteria": criteria})
