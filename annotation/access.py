@@ -21,7 +21,7 @@ class HtmxRequest(HttpRequest):
     """A request after HtmxMiddleware; `user` is a User once login_required has passed."""
 
     htmx: HtmxDetails
-    user: User  # type: ignore[assignment]
+    user: User
 
 
 def physician_for(user: User | AnonymousUser) -> Physician | None:

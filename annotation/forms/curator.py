@@ -1,3 +1,5 @@
+from typing import cast
+
 from django import forms
 
 from annotation.formats.importer import SUBSET_NAME
@@ -63,7 +65,7 @@ class PromptIdsForm(forms.Form):
 
 
 class HardBuildForm(forms.Form):
-    runs = forms.ModelMultipleChoiceField(
+    runs: forms.ModelMultipleChoiceField = forms.ModelMultipleChoiceField(
         queryset=None, to_field_name="name", help_text="The runs whose scores decide which conversations are hard."
     )
     n = forms.IntegerField(min_value=1, initial=1000, label="How many conversations")
@@ -72,6 +74,6 @@ class HardBuildForm(forms.Form):
         from grading.models import Run
 
         super().__init__(*args, **kwargs)
-        self.fields["runs"].queryset = Run.objects.filter(status__in=[Run.Status.DONE, Run.Status.IMPORTED]).order_by(
-            "name"
-        )
+        cast(forms.ModelMultipleChoiceField, self.fields["runs"]).queryset = Run.objects.filter(
+            status__in=[Run.Status.DONE, Run.Status.IMPORTED]
+        ).order_by("name")

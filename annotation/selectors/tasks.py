@@ -11,7 +11,7 @@ from annotation.models import Assignment, Conversation, Physician
 # Open tasks listed per kind on the home page; the rest are reached one after another.
 LISTED = 5
 # The page each kind of task is done on, by the conversation's code (labeling: by the task's code).
-TASK_PAGES = {
+TASK_PAGES: dict[str, str] = {
     Assignment.Kind.RUBRIC: "rubric_editor",
     Assignment.Kind.IDEAL_RESPONSE: "ideal_editor",
     Assignment.Kind.CONSENSUS_VOTE: "votes",
@@ -31,9 +31,10 @@ class TaskLink:
 OPENING_WORDS = 12
 
 
-def opening_words(messages: list[dict], words: int = OPENING_WORDS) -> str:
-    for message in messages:
-        if message.get("role") == "user":
+def opening_words(messages: object, words: int = OPENING_WORDS) -> str:
+    """The first words of the first user message ("" when there is none)."""
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict) and message.get("role") == "user":
             parts = str(message.get("content", "")).split()
             return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
     return ""
@@ -82,15 +83,15 @@ def task_summary(physician: Physician) -> list[KindSummary]:
             "kind", "status", "in_group", "code", "conversation__code", "conversation__prompt_id", "conversation__theme"
         )
     )
-    rows = list(rows)
-    listed = {row[5] for row in rows if row[1] == Assignment.Status.OPEN}
+    found = list(rows)
+    listed = {row[5] for row in found if row[1] == Assignment.Status.OPEN}
     messages = dict(Conversation.objects.filter(prompt_id__in=listed).values_list("prompt_id", "messages"))
-    for kind, status, in_group, code, conversation_code, prompt_id, theme in rows:
+    for kind, status, in_group, code, conversation_code, prompt_id, theme in found:
         entry = summary[kind]
         if status == Assignment.Status.OPEN:
             entry.open = in_group
             url = reverse(TASK_PAGES[kind], args=[code if kind == Assignment.Kind.LABEL else conversation_code])
-            entry.tasks.append(TaskLink(url, prompt_id, theme, opening_words(messages.get(prompt_id) or [])))
+            entry.tasks.append(TaskLink(url, prompt_id, theme, opening_words(messages.get(prompt_id))))
         else:
             entry.done = in_group
     return list(summary.values())

@@ -163,7 +163,9 @@ def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
     form = SubsetFilterForm(request.POST)
     if not form.is_valid():
         messages.error(
-            request, "The filter is not valid: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+            request,
+            "The filter is not valid: "
+            + "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()),
         )
         return redirect("curator_subset", name=name)
     data = form.cleaned_data
@@ -191,7 +193,9 @@ def curator_subset_pick(request: HttpRequest, name: str) -> HttpResponse:
     subset = _get_subset(request, name)
     form = PromptIdsForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(form.errors.get("prompt_ids", [])) or "Give one prompt_id per line.")
+        messages.error(
+            request, " ".join(str(e) for e in form.errors.get("prompt_ids", [])) or "Give one prompt_id per line."
+        )
         return redirect("curator_subset", name=name)
     ids, unknown = form.found()
     note = ""
@@ -231,7 +235,8 @@ def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(
             request,
-            "Pick at least one run and a positive number: " + "; ".join(" ".join(v) for v in form.errors.values()),
+            "Pick at least one run and a positive number: "
+            + "; ".join(" ".join(str(e) for e in v) for v in form.errors.values()),
         )
         return redirect("curator_subset", name=name)
     runs = list(form.cleaned_data["runs"])

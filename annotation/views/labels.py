@@ -23,7 +23,7 @@ def _context(task: Assignment, form: LabelForm | None = None) -> dict:
     # The physician's own earlier answer, if any; never anyone else's label or the grader's decision.
     # Labeling marks the task done in the same transaction, so an open task has no label to read.
     own = None
-    if task.is_done:
+    if task.is_done and task.response_id is not None and task.criterion_id is not None:
         own = (
             PhysicianLabel.objects.filter(
                 physician_id=task.physician_id, response_id=task.response_id, criterion_id=task.criterion_id
