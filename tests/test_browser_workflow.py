@@ -163,6 +163,12 @@ def test_2_refusals_are_pages_of_the_site_that_say_why(visit, width):
     assert page.locator("header.top .brand").is_visible()
     physician.go("/labels/00000000-0000-4000-8000-000000000000/")
     assert "You have no such labeling item" in physician.text()
+    # A refused htmx request shows the refusal page too, instead of seeming to do nothing.
+    page = physician.go("/")
+    page.evaluate("htmx.ajax('GET', '/curator/subsets/', {target: '#messages'})")
+    page.wait_for_selector("text=You cannot do this here")
+    assert page.locator("header.top nav").is_visible()
+    physician.fits()
 
     researcher = visit("researcher", width)
     page = researcher.go("/metaeval/")
