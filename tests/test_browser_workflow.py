@@ -121,7 +121,11 @@ def visit(chromium, live_server, demo):
 
 def _assign(curator: Visitor, kind: str) -> str:
     page = curator.go("/curator/assignments/")
+    page.select_option("#id_kind", "ideal_response")
+    assert page.locator("#id_condition").is_visible()
     page.select_option("#id_kind", kind)
+    # What the physician is shown applies to ideal responses only: hidden for other kinds.
+    assert not page.locator("#id_condition").is_visible()
     page.fill("#id_per_item", "2")
     page.click("#assign-form button[type=submit]")
     page.wait_for_selector("#preview form button")
