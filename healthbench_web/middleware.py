@@ -1,6 +1,8 @@
 """Request guards."""
 
-from django.http import HttpRequest, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponseBadRequest
+
+from healthbench_web.errors import page_not_found
 
 
 class RejectNulBytes:
@@ -21,3 +23,23 @@ class RejectNulBytes:
         if request.content_type == "application/json" and (b"\\u0000" in request.body or b"\x00" in request.body):
             return HttpResponseBadRequest("NUL characters are not allowed in a request body.")
         return self.get_response(request)
+
+
+class StyledNotFound:
+    """A view's "not found" is the site's own 404 page, in development too.
+
+    With DEBUG on, Django answers a view's Http404 with its technical page, which a physician
+    trying the demo cannot use. Unknown addresses still get Django's list of URLs in
+    development (nothing resolved, so no view raised), which helps whoever writes the URLs.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest):
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception):
+        if isinstance(exception, Http404):
+            return page_not_found(request, exception)
+        return None

@@ -72,6 +72,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "healthbench_web.middleware.StyledNotFound",
 ]
 
 ROOT_URLCONF = "healthbench_web.urls"

@@ -26,8 +26,9 @@ def test_a_403_is_a_styled_page_with_navigation_and_the_reason(world, settings, 
     assert "your tasks" in text and "tell a curator" in text
 
 
-def test_a_404_of_a_view_says_what_was_not_found(world, settings):
-    settings.DEBUG = False
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_404_of_a_view_says_what_was_not_found(world, settings, debug):
+    settings.DEBUG = debug
     page = client_for(world.colleague).get(reverse("rubric_editor", args=[world.a.code]))
     assert page.status_code == 404
     text = page.content.decode()
