@@ -148,6 +148,7 @@ def test_1_a_physician_is_never_left_with_an_impossible_labeling_task(visit, wid
     physician.go("/")
     labels = physician.text("#tasks-label")
     assert "Nothing assigned." in labels and "Start labeling" not in labels
+    assert "taken off your list" in labels
     physician.shot("home")
     physician.go("/labels/")
     assert "Nothing left to label" in physician.text()

@@ -46,6 +46,8 @@ class KindSummary:
     label: str
     open: int = 0
     done: int = 0
+    # Taken off the list after they were given out (the physician now writes the rubric).
+    withdrawn: int = 0
     tasks: list[TaskLink] = field(default_factory=list)
 
     @property
@@ -72,7 +74,7 @@ def task_summary(physician: Physician) -> list[KindSummary]:
     group = [F("kind"), F("status")]
     rows = (
         Assignment.objects.filter(physician=physician)
-        .exclude(status__in=Assignment.INACTIVE)
+        .exclude(status=Assignment.Status.CANCELLED)
         .annotate(
             rank=Window(RowNumber(), partition_by=group, order_by=F("id").asc()),
             in_group=Window(Count("id"), partition_by=group),
@@ -92,6 +94,8 @@ def task_summary(physician: Physician) -> list[KindSummary]:
             entry.open = in_group
             url = reverse(TASK_PAGES[kind], args=[code if kind == Assignment.Kind.LABEL else conversation_code])
             entry.tasks.append(TaskLink(url, prompt_id, theme, opening_words(messages.get(prompt_id))))
+        elif status == Assignment.Status.WITHDRAWN:
+            entry.withdrawn = in_group
         else:
             entry.done = in_group
     return list(summary.values())
