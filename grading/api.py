@@ -19,6 +19,16 @@ from grading.reports.report import run_report_cached
 from healthbench_web.api_permissions import ResearchersWrite
 
 
+class NamedField(serializers.SlugRelatedField):
+    """A related object by name; a name with a NUL is refused here, since PostgreSQL cannot
+    look it up (a multipart form body is not checked by the NUL middleware)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value="(a name with a NUL character)")
+        return super().to_internal_value(data)
+
+
 class RunSerializer(serializers.ModelSerializer):
     grader_model = serializers.CharField(source="grader_config.model", default="", read_only=True)
     subset = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -31,7 +41,7 @@ class RunSerializer(serializers.ModelSerializer):
         fields = [
             "code", "name", "status", "grader_model", "policy_model", "samples", "subset", "subset_version",
             "responses_from", "use_cache", "concurrency", "total_items", "error", "created", "started", "finished",
-            "progress",
+            "progress", "healthbench_professional", "length_adjusted", "length_centre", "length_penalty",
         ]  # fmt: skip
 
     def get_subset_version(self, run: Run) -> dict | None:
@@ -73,15 +83,19 @@ class RunCreateSerializer(serializers.Serializer):
     grader_template = serializers.CharField(required=False, allow_blank=True, default="")
     concurrency = serializers.IntegerField(required=False, default=16)
     use_cache = serializers.BooleanField(required=False, default=True)
-    responses_from = serializers.SlugRelatedField(
+    responses_from = NamedField(
         slug_field="name", queryset=Run.objects.all(), required=False, allow_null=True, default=None
     )
     policy_model = serializers.CharField(required=False, allow_blank=True, default="")
     policy_base_url = serializers.CharField(required=False, allow_blank=True, default="")
     policy_api_key_env = serializers.CharField(required=False, allow_blank=True, default="OPENAI_API_KEY")
     samples = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
-    subset = serializers.SlugRelatedField(
-        slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None
+    subset = NamedField(slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None)
+    length_adjusted = serializers.BooleanField(
+        required=False, default=False, help_text="Report HealthBench Professional's length-adjusted scores too."
+    )
+    healthbench_professional = serializers.BooleanField(
+        required=False, default=False, help_text="Mark the run as HealthBench Professional (length-adjusted)."
     )
     dry_run = serializers.BooleanField(required=False, default=False, help_text="Only return the estimate.")
 
@@ -103,6 +117,8 @@ class RunCreateSerializer(serializers.Serializer):
             template=data["grader_template"] or DEFAULT_TEMPLATE,
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
+            length_adjusted=data["length_adjusted"],
+            healthbench_professional=data["healthbench_professional"],
             responses_from=data["responses_from"],
             subset=data["subset"],
             policy=EndpointSpec(

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0005_consensus_axis_blank"),
+        ("annotation", "0006_physicianlabel_repeats"),
     ]
 
     operations = [

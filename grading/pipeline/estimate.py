@@ -65,6 +65,9 @@ class RunSpec:
     subset: Subset | None = None
     policy: EndpointSpec | None = None
     samples: int = 1
+    # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
+    length_adjusted: bool = False
+    healthbench_professional: bool = False
 
 
 class RunSpecError(ValueError):
