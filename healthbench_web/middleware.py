@@ -2,9 +2,10 @@
 
 import json
 
-from django.http import HttpRequest, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponseBadRequest
 
 from annotation.formats.validation import find_bad_text, may_hold_bad_text
+from healthbench_web.errors import page_not_found
 
 
 class RejectNulBytes:
@@ -41,3 +42,23 @@ def _bad_json_text(body: bytes) -> str | None:
     except (ValueError, RecursionError):
         return None  # not JSON: the API's parser answers that
     return f"field {bad[0] or '(the body)'}: {bad[1]}" if bad else None
+
+
+class StyledNotFound:
+    """A view's "not found" is the site's own 404 page, in development too.
+
+    With DEBUG on, Django answers a view's Http404 with its technical page, which a physician
+    trying the demo cannot use. Unknown addresses still get Django's list of URLs in
+    development (nothing resolved, so no view raised), which helps whoever writes the URLs.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest):
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception):
+        if isinstance(exception, Http404):
+            return page_not_found(request, exception)
+        return None

@@ -7,7 +7,7 @@ import annotation.fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0006_physicianlabel_repeats"),
+        ("annotation", "0007_workflow"),
     ]
 
     operations = [

@@ -196,6 +196,15 @@ class Criterion(models.Model):
     def __str__(self) -> str:
         return f"[{self.points}] {self.text[:80]}"
 
+    @property
+    def written_by(self) -> str:
+        """Who the criterion comes from: "consensus" (a catalogue entry), "physician" (written here) or "dataset"."""
+        if self.level == self.Level.CLUSTER:
+            return "consensus"
+        if self.author_id is not None or self.origin == self.Origin.EDITOR:
+            return "physician"
+        return "dataset"
+
 
 class ConsensusVote(models.Model):
     """A physician's vote on whether a consensus criterion applies to a conversation."""
@@ -322,6 +331,31 @@ class SubsetMember(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subset} ∋ {self.conversation}"
+
+
+class SubsetChange(models.Model):
+    """One change to a subset's members, kept so that the last one can be undone until the next freeze."""
+
+    subset = models.ForeignKey(Subset, on_delete=models.CASCADE, related_name="changes")
+    # What the curator did, in words ("Build Hard from demo-run, 100 conversations").
+    action = models.CharField(max_length=300)
+    # Conversation ids that joined.
+    added = models.JSONField(default=list)
+    # [member id, conversation id] of the members that left: undo puts them back in their place.
+    removed = models.JSONField(default=list)
+    by = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    undone = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            # The latest change of one subset (the undo button and the undo itself).
+            models.Index(fields=["subset", "created"], name="subset_change_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subset}: {self.action}"
 
 
 class SubsetVersion(models.Model):
