@@ -98,8 +98,21 @@ class RunForm(forms.Form):
         ("Run", ["concurrency", "use_cache", "length_adjusted", "healthbench_professional"]),
     ]  # fmt: skip
 
-    def groups(self) -> list[tuple[str, list[forms.BoundField]]]:
-        return [(legend, [self[name] for name in names]) for legend, names in self.GROUPS]
+    # Fields that apply to one source only: the page hides the others while that source is chosen.
+    SOURCE_ONLY = {
+        "responses_from": "responses",
+        **dict.fromkeys(
+            ["subset", "policy_model", "policy_base_url", "policy_api_key_env", "samples", "policy_temperature",
+             "policy_max_tokens"],
+            "sample",
+        ),
+    }  # fmt: skip
+
+    def groups(self) -> list[tuple[str, list[tuple[forms.BoundField, str]]]]:
+        """Per fieldset, each field with the source it belongs to ('' for all)."""
+        return [
+            (legend, [(self[name], self.SOURCE_ONLY.get(name, "")) for name in names]) for legend, names in self.GROUPS
+        ]
 
     def clean(self) -> dict:
         data = super().clean()
@@ -177,7 +190,8 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
             for problem in exc.problems:
                 form.add_error(None, problem)
     if request.htmx:
-        return render(request, "runs/run_new.html#estimate", context)
+        # The whole form comes back, so every error shows beside its own field.
+        return render(request, "runs/run_new.html#run-form", context)
     return render(request, "runs/run_new.html", context)
 
 

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("grading", "0005_run_length_adjustment"),
+        ("grading", "0006_text_limits"),
     ]
 
     operations = [
