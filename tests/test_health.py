@@ -20,7 +20,12 @@ from tests.conftest import REPO
 PROBE = """
 import json, django
 django.setup()
+from django.conf import settings
+from django.core.management import call_command
 from django.test import Client
+if not settings.DEBUG:
+    # The styled error pages name hashed static files, as after a deployment's collectstatic.
+    call_command("collectstatic", interactive=False, verbosity=0)
 client = Client()
 out = {}
 for name, path, host in REQUESTS:
