@@ -4,7 +4,7 @@ from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from annotation.api import ConversationViewSet, CriterionViewSet, SubsetVersionViewSet, SubsetViewSet
-from grading.api import RunViewSet
+from grading.api import EndpointViewSet, RunViewSet
 
 router = DefaultRouter()
 router.register("conversations", ConversationViewSet, basename="api-conversation")
@@ -12,6 +12,7 @@ router.register("criteria", CriterionViewSet, basename="api-criterion")
 router.register("subsets", SubsetViewSet, basename="api-subset")
 router.register("subset-versions", SubsetVersionViewSet, basename="api-subset-version")
 router.register("runs", RunViewSet, basename="api-run")
+router.register("endpoints", EndpointViewSet, basename="api-endpoint")
 
 urlpatterns = [
     path("token/", obtain_auth_token, name="api_token"),

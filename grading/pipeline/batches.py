@@ -14,6 +14,13 @@
 5. End: done (then maybe the run is done), or, after WORK_SECONDS, handed back and queued
    again so that no task nears Celery's time limit; after an error, handed back and
    queued again with a delay, until it has failed MAX_BATCH_FAILURES times.
+
+Failing fast: an endpoint that breaks the operator's policy, a key that is not set, a host
+that does not resolve (checked before any call), or a FailureWatch that trips during the
+work (a refused connection, 401/403/404, GRADING_FAILURE_STREAK identical failures in a row)
+fails the whole run with that reason and cancels its other batches, whose tasks notice at
+their next flush (FLUSH_SECONDS) and end. So a failing run holds a worker process for about
+one retry budget at most, not for the whole run.
 """
 
 from __future__ import annotations
@@ -38,8 +45,8 @@ from annotation.models import Conversation, Criterion
 from grading.models import Grade, Response, Run, RunBatch
 from grading.pipeline import client as llm
 from grading.pipeline import engine
-from grading.pipeline.client import ChatReply, GradeOutcome, RetryPolicy, ask_grader
-from grading.pipeline.endpoint import Endpoint, EndpointConfigError
+from grading.pipeline.client import ChatReply, FailureWatch, GradeOutcome, RetryPolicy, ask_grader
+from grading.pipeline.endpoint import CallTarget, EndpointConfigError
 from grading.pipeline.grader_prompt import conversation_block, render, rubric_item
 from grading.pipeline.rate_limit import limiter_for_loop
 from grading.pipeline.runs import (
@@ -67,7 +74,7 @@ class Outcome(enum.StrEnum):
     DONE = "done"
     PAUSED = "paused"  # worked WORK_SECONDS: handed back and queued again
     STOPPED = "stopped"  # the run was cancelled or the claim lost
-    FAILED = "failed"  # the run cannot work (configuration)
+    FAILED = "failed"  # the run cannot work (configuration, or its endpoint failed fatally)
 
 
 def lease() -> timedelta:
@@ -147,7 +154,7 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
         return Outcome.SKIPPED
     run_id = claim.batch.run_id
     try:
-        outcome, failed_samples = _work(claim, retry or llm.DEFAULT_RETRY)
+        outcome, failed_samples, reason = _work(claim, retry or llm.DEFAULT_RETRY)
     except EndpointConfigError as exc:
         run_fail(run_id=run_id, error=str(exc))
         return Outcome.FAILED
@@ -158,7 +165,9 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
         else:
             run_finish_if_complete(run_id=run_id)
         raise
-    if outcome is Outcome.PAUSED:
+    if outcome is Outcome.FAILED:
+        run_fail(run_id=run_id, error=reason)
+    elif outcome is Outcome.PAUSED:
         if claim.hand_back():
             batches_queue([batch_id])
     elif outcome is Outcome.DONE and claim.finish(failed_samples=failed_samples):
@@ -179,18 +188,28 @@ class Item:
     tags: list
 
 
-def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
+def _target(config) -> CallTarget:
+    """The call target of a snapshot, checked: the operator's policy, the key set, the host
+    resolving. Raises EndpointConfigError, which fails the run now rather than once per call."""
+    target = CallTarget.of(config)
+    target.check()
+    target.api_key()
+    return target
+
+
+def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
     batch, run = claim.batch, claim.batch.run
     deadline = time.monotonic() + work_seconds()
-    grader = Endpoint.of(run.grader_config)
-    grader.api_key()  # a missing key fails the run now, not once per grade
+    grader = _target(run.grader_config)
+    watch = FailureWatch(settings.GRADING_FAILURE_STREAK)
     failed_samples = 0
     if batch.conversation_ids:
-        policy = Endpoint.of(run.policy_config)
-        policy.api_key()
-        outcome, failed_samples = _sample(claim, policy, retry, deadline)
+        policy = _target(run.policy_config)
+        outcome, failed_samples = _sample(claim, policy, retry, deadline, watch)
+        if watch.reason is not None:
+            return Outcome.FAILED, failed_samples, f"policy endpoint {policy.name}: {watch.reason}"
         if outcome is not Outcome.DONE:
-            return outcome, failed_samples
+            return outcome, failed_samples, ""
         items = _items_sampled(run, batch.conversation_ids)
     else:
         items = _items_regraded(run, batch.response_ids)
@@ -201,7 +220,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
     )
     items = [i for i in items if (i.response_id, i.position) not in have]
     if not items:
-        return Outcome.DONE, failed_samples
+        return Outcome.DONE, failed_samples, ""
 
     prompts, groups = _requests(run, grader, items)
     if run.use_cache:
@@ -213,21 +232,24 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
                 for item in groups.pop(key)
             ]
             if not _write(claim, rows):
-                return Outcome.STOPPED, failed_samples
+                return Outcome.STOPPED, failed_samples, ""
 
     def rows_of(results: list[tuple[str, GradeOutcome]]) -> list[Grade]:
-        # Items with the same request (rare: a response repeated) share one call.
+        # Items with the same request (rare: a response repeated) share one call. A fatal
+        # outcome is the run's failure, not the item's: left missing for a resume.
         return [
             _grade_row(run.id, item, key, outcome, reused=n > 0)
             for key, outcome in results
+            if not outcome.fatal
             for n, item in enumerate(groups[key])
         ]
 
     async def grade_all(emit, stop) -> None:
         limiter = limiter_for_loop()
+        watch.on_trip = stop.set  # no new call starts once the endpoint is known to fail
         await engine.run_lanes(
             list(groups),
-            lambda key: ask_grader(grader, prompts[key], limiter=limiter, policy=retry),
+            lambda key: ask_grader(grader, prompts[key], limiter=limiter, policy=retry, watch=watch),
             emit,
             concurrency=run.concurrency,
             slots=slots_for_run(run.id, run.concurrency),
@@ -235,10 +257,14 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
         )
 
     outcome = _drive(claim, grade_all, rows_of, deadline) if groups else Outcome.DONE
-    return outcome, failed_samples
+    if watch.reason is not None and outcome is not Outcome.STOPPED:
+        return Outcome.FAILED, failed_samples, f"grader endpoint {grader.name}: {watch.reason}"
+    return outcome, failed_samples, ""
 
 
-def _sample(claim: Claim, policy: Endpoint, retry: RetryPolicy, deadline: float) -> tuple[Outcome, int]:
+def _sample(
+    claim: Claim, policy: CallTarget, retry: RetryPolicy, deadline: float, watch: FailureWatch
+) -> tuple[Outcome, int]:
     run, conversation_ids = claim.batch.run, claim.batch.conversation_ids
     jobs = sample_jobs_missing(run, conversation_ids)
     if not jobs:
@@ -246,17 +272,19 @@ def _sample(claim: Claim, policy: Endpoint, retry: RetryPolicy, deadline: float)
     messages = sample_messages(conversation_ids)
     failed = 0
 
-    def store(results: list[tuple[SampleJob, ChatReply | llm.CallFailed]]) -> list[tuple[SampleJob, ChatReply]]:
+    def store(results: list[tuple[SampleJob, ChatReply | llm.CallFailed]]) -> list:
         nonlocal failed
-        replies = [(job, r) for job, r in results if isinstance(r, ChatReply)]
-        failed += len(results) - len(replies)
-        return replies
+        failed += sum(1 for _, r in results if isinstance(r, llm.CallFailed) and not r.fatal)
+        return results
 
     async def sample_all(emit, stop) -> None:
         limiter = limiter_for_loop()
+        watch.on_trip = stop.set
         await engine.run_lanes(
             jobs,
-            lambda job: ask_policy(policy, messages[job.conversation_id], limiter=limiter, policy=retry),
+            lambda job: ask_policy(
+                policy, messages[job.conversation_id], limiter=limiter, policy=retry, watch=watch
+            ),
             emit,
             concurrency=run.concurrency,
             slots=slots_for_run(run.id, run.concurrency),
@@ -296,14 +324,19 @@ def _items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
     ]
 
 
-def request_key(grader: Endpoint, prompt_hash: str, prompt: str) -> str:
-    """Identifies a grader request: who answers it, how, and the exact prompt sent (which
-    holds the conversation, the response and the criterion's text and points)."""
-    head = json.dumps([grader.base_url, grader.model, grader.temperature, grader.max_tokens, prompt_hash])
+def request_key(grader: CallTarget, prompt_hash: str, prompt: str) -> str:
+    """Identifies a grader request: who answers it, how (API style, sampling or reasoning
+    settings, structured output), and the exact prompt sent (which holds the conversation,
+    the response and the criterion's text and points)."""
+    how = [grader.base_url, grader.model, grader.temperature, grader.max_tokens, prompt_hash]
+    if grader.api_style != "chat" or grader.reasoning or grader.structured_output:
+        # Only then: the keys of grades stored before these settings existed stay valid.
+        how += [grader.api_style, grader.reasoning, grader.reasoning_effort, grader.structured_output]
+    head = json.dumps(how)
     return hashlib.sha256(f"{head}\n{prompt}".encode()).hexdigest()
 
 
-def _requests(run: Run, grader: Endpoint, items: list[Item]) -> tuple[dict[str, str], dict[str, list[Item]]]:
+def _requests(run: Run, grader: CallTarget, items: list[Item]) -> tuple[dict[str, str], dict[str, list[Item]]]:
     """The prompt of each distinct request, and the items that ask it."""
     responses = dict(
         (rid, (text, cid))
@@ -354,6 +387,8 @@ def _grade_row(run_id: int, item: Item, key: str, outcome: GradeOutcome, *, reus
         attempts=0 if reused else outcome.attempts,
         prompt_tokens=0 if reused else outcome.prompt_tokens,
         completion_tokens=0 if reused else outcome.completion_tokens,
+        cached_tokens=0 if reused else outcome.cached_tokens,
+        reasoning_tokens=0 if reused else outcome.reasoning_tokens,
         reused=reused,
         request_key=key,
     )
