@@ -258,10 +258,12 @@ async def chat(
             if watch is not None:
                 watch.succeeded()
             return reply
-        if watch is not None:
-            if fatal:
+        if fatal:
+            if watch is not None:
                 watch.trip(error)
-            elif counted:
+            raise CallFailed(error, attempts=attempt, fatal=True)
+        if watch is not None:
+            if counted:
                 watch.failed(error)
             if watch.reason is not None:
                 raise CallFailed(watch.reason, attempts=attempt, fatal=True)
