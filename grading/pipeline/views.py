@@ -80,6 +80,10 @@ class RunForm(forms.Form):
         data = super().clean()
         if raw_endpoint_fields(self.data):
             self.add_error(None, RAW_FIELDS_MESSAGE)
+        if data.get("source") == "sample":
+            for field, problem in (("policy", "sampling needs a policy endpoint"), ("subset", "sampling needs a subset")):
+                if not data.get(field) and field not in self.errors:
+                    self.add_error(None, problem)
         if self.errors:
             return data
         try:
