@@ -87,11 +87,12 @@ def _address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> 
     return None
 
 
-def base_url_problem(url: str, *, resolve: bool = True) -> str | None:
+def base_url_problem(url: str, *, resolve: bool = True, unresolved_ok: bool = False) -> str | None:
     """None when calls may go to `url` (empty: OpenAI's default), else why not.
 
     With `resolve`, a host name is looked up and each of its addresses checked; a name that
-    does not resolve is reported as such (the run would fail on it anyway)."""
+    does not resolve is reported as such (the run would fail on it anyway), unless
+    `unresolved_ok` (saving an endpoint on a web server that cannot see the workers' DNS)."""
     if not url:
         url = "https://api.openai.com/v1"
     parts = urlsplit(url)
@@ -118,7 +119,7 @@ def base_url_problem(url: str, *, resolve: bool = True) -> str | None:
         try:
             infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
         except (socket.gaierror, UnicodeError) as exc:
-            return f"could not resolve host {host}: {exc}"
+            return None if unresolved_ok else f"could not resolve host {host}: {exc}"
         addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
     for address in addresses:
         problem = _address_problem(address)

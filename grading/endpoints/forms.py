@@ -54,7 +54,8 @@ class EndpointForm(forms.ModelForm):
 
     def clean_base_url(self) -> str:
         url = (self.cleaned_data.get("base_url") or "").rstrip("/")
-        problem = base_url_problem(url, resolve=True)
+        # The workers check again, resolving, before every batch.
+        problem = base_url_problem(url, resolve=True, unresolved_ok=True)
         if problem:
             raise forms.ValidationError(problem)
         return url
