@@ -29,17 +29,17 @@ class RunSerializer(serializers.ModelSerializer):
     grader_model = serializers.CharField(source="grader_config.model", default="", read_only=True)
     grader_endpoint = serializers.CharField(source="grader_config.endpoint_name", default="", read_only=True)
     policy_endpoint = serializers.CharField(source="policy_config.endpoint_name", default="", read_only=True)
-    subset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    subset: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
     subset_version = serializers.SerializerMethodField()
-    responses_from = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    responses_from: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
     progress = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
         fields = [
-            "code", "name", "status", "grader_endpoint", "grader_model", "policy_endpoint", "policy_model", "samples", "subset", "subset_version",
-            "responses_from", "use_cache", "concurrency", "total_items", "error", "created", "started", "finished",
-            "progress",
+            "code", "name", "status", "grader_endpoint", "grader_model", "policy_endpoint", "policy_model", "samples",
+            "subset", "subset_version", "responses_from", "use_cache", "concurrency", "total_items", "error", "created",
+            "started", "finished", "progress",
         ]  # fmt: skip
 
     def get_subset_version(self, run: Run) -> dict | None:

@@ -22,7 +22,13 @@ from healthbench_web.env import reserved_variables
 
 # Cloud metadata services by name; their addresses (169.254.169.254, fd00:ec2::254) are
 # caught by the link-local and private rules.
-METADATA_HOSTS = {"metadata", "metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal"}
+METADATA_HOSTS = {
+    "metadata",
+    "metadata.google.internal",
+    "metadata.goog",
+    "instance-data",
+    "instance-data.ec2.internal",
+}
 METADATA_ADDRESSES = {ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")}
 
 
@@ -120,7 +126,7 @@ def base_url_problem(url: str, *, resolve: bool = True, unresolved_ok: bool = Fa
             infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
         except (socket.gaierror, UnicodeError) as exc:
             return None if unresolved_ok else f"could not resolve host {host}: {exc}"
-        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     for address in addresses:
         problem = _address_problem(address)
         if problem:

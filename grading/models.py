@@ -144,9 +144,7 @@ class GraderConfig(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=100, unique=True)
     # The endpoint it was taken from; kept when the endpoint is deleted.
-    endpoint = models.ForeignKey(
-        Endpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="snapshots"
-    )
+    endpoint = models.ForeignKey(Endpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="snapshots")
     endpoint_name = models.CharField(max_length=100, blank=True)
     base_url = models.URLField(blank=True, help_text="Empty for the OpenAI default")
     api_style = models.CharField(max_length=16, choices=ApiStyle.choices, default=ApiStyle.CHAT)

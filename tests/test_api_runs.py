@@ -100,7 +100,9 @@ def test_an_unknown_endpoint_is_a_400_naming_the_field(source, llm_server):
 
 
 def test_researchers_list_endpoints_without_their_urls_or_key_variables(llm_server):
-    endpoint_on(llm_server, "pro", model="gpt-5.4", reasoning=True, reasoning_effort="low", price_input=1, price_output=2)
+    endpoint_on(
+        llm_server, "pro", model="gpt-5.4", reasoning=True, reasoning_effort="low", price_input=1, price_output=2
+    )
     researcher = _client(Physician.Role.RESEARCHER)
     listed = researcher.get("/api/endpoints/").json()["results"]
     assert [e["name"] for e in listed] == ["pro"] and listed[0]["reasoning_effort"] == "low"

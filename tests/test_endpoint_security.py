@@ -80,9 +80,7 @@ def test_the_api_refuses_a_raw_url_or_key_variable_with_what_to_do(llm_server, s
         {"grader": "test-grader", "grader_api_key_env": variable},
         {"grader": "test-grader", "policy_base_url": "http://169.254.169.254/", "policy_api_key_env": variable},
     ):
-        response = api_client().post(
-            "/api/runs/", {"name": "x", "responses_from": source.name, **raw}, format="json"
-        )
+        response = api_client().post("/api/runs/", {"name": "x", "responses_from": source.name, **raw}, format="json")
         assert response.status_code == 400
         body = response.json()
         assert all("name a grader endpoint" in body[field][0] for field in raw if field != "grader")
@@ -113,8 +111,8 @@ def test_the_command_refuses_a_raw_url_or_key_variable(llm_server, secrets, vari
     for option in ("--grader-api-key-env", "--policy-api-key-env"):
         with pytest.raises(CommandError, match="name a grader endpoint"):
             call_command(
-                "grade", "--name", "x", "--grader", "test-grader", option, variable, "--grader-base-url", llm_server.url,
-                "--responses-from", "imported", stdout=io.StringIO(),
+                "grade", "--name", "x", "--grader", "test-grader", option, variable, "--grader-base-url",
+                llm_server.url, "--responses-from", "imported", stdout=io.StringIO(),
             )  # fmt: skip
     assert Run.objects.count() == 1 and llm_server.calls == 0
     never_sent(llm_server, secrets)
@@ -168,7 +166,9 @@ def _load_settings(tmp_path, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=clean, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("name", ["SECRET_KEY", "DATABASE_URL", "REDIS_URL", "EMAIL_HOST_PASSWORD", "CELERY_BROKER_URL"])
+@pytest.mark.parametrize(
+    "name", ["SECRET_KEY", "DATABASE_URL", "REDIS_URL", "EMAIL_HOST_PASSWORD", "CELERY_BROKER_URL"]
+)
 def test_start_up_stops_when_the_allowlist_names_a_setting(tmp_path, name):
     done = _load_settings(tmp_path, ENDPOINT_KEY_VARIABLES=f"OPENAI_API_KEY,{name}")
     assert done.returncode != 0
@@ -247,7 +247,11 @@ def test_a_curator_adds_the_healthbench_professional_grader_from_its_preset():
 def test_the_original_grader_preset_is_chat_at_temperature_zero():
     page = web_client(Physician.Role.CURATOR).get(reverse("endpoint_new") + "?preset=healthbench-original")
     text = page.content.decode()
-    assert 'value="gpt-4.1-2025-04-14"' in text and 'value="chat" selected' in text and 'name="temperature" value="0.0"' in text
+    assert (
+        'value="gpt-4.1-2025-04-14"' in text
+        and 'value="chat" selected' in text
+        and 'name="temperature" value="0.0"' in text
+    )
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,10 @@ def test_the_grader_settings_are_kept_with_the_run(grade, llm_server, tmp_path):
     run = Run.objects.select_related("grader_config").get(name="again")
     config = run.grader_config
     assert (config.model, config.base_url, config.api_key_env, config.endpoint_name) == (
-        "grader", llm_server.url, "", "tuned"
+        "grader",
+        llm_server.url,
+        "",
+        "tuned",
     )
     assert (config.temperature, config.max_tokens, config.timeout_seconds) == (0.5, 300, 9.0)
     assert (config.requests_per_minute, config.tokens_per_minute) == (600, 90000)
@@ -197,7 +200,10 @@ def test_list_endpoints_names_them(grade, llm_server):
     "args, message",
     [
         (["--name", "x", "--responses-from", "nope"], "no run named 'nope'"),
-        (["--name", "x", "--responses-from", "imported", "--subset", "mine", "--policy", "test-grader"], "grade either"),
+        (
+            ["--name", "x", "--responses-from", "imported", "--subset", "mine", "--policy", "test-grader"],
+            "grade either",
+        ),
         (["--name", "x", "--policy", "test-grader", "--samples", "2"], "sampling needs a subset"),
         (["--name", "x", "--subset", "nope", "--policy", "test-grader"], "no subset named 'nope'"),
         (["--name", "x", "--responses-from", "imported", "--policy", "nope"], "no endpoint named 'nope'"),

@@ -98,7 +98,9 @@ def test_backoff_grows_exponentially_with_jitter():
 
 def test_it_gives_up_after_the_last_attempt_and_says_why(llm_server):
     llm_server.inject("500", times=10)
-    with pytest.raises(CallFailed, match=r"HTTP 500 from grader: The server had an error \(gave up after 4 attempts\)") as failed:
+    with pytest.raises(
+        CallFailed, match=r"HTTP 500 from grader: The server had an error \(gave up after 4 attempts\)"
+    ) as failed:
         run(chat(endpoint(llm_server), [{"role": "user", "content": "x"}], limiter=NO_LIMIT, policy=FAST))
     assert failed.value.attempts == 4
 

@@ -246,7 +246,11 @@ def test_the_cancel_form_needs_its_csrf_token(run):
 
 def test_a_form_post_naming_a_url_or_key_variable_is_refused_with_what_to_do(source, llm_server):
     client = client_for(Physician.Role.RESEARCHER)
-    data = {**form_data(llm_server), "grader_base_url": "http://attacker.example/v1", "grader_api_key_env": "SECRET_KEY"}
+    data = {
+        **form_data(llm_server),
+        "grader_base_url": "http://attacker.example/v1",
+        "grader_api_key_env": "SECRET_KEY",
+    }
     response = client.post(reverse("run_new"), {**data, "action": "launch"})
     assert response.status_code == 400
     assert "name a grader endpoint" in response.content.decode()

@@ -61,7 +61,7 @@ class EndpointForm(forms.ModelForm):
         return url
 
     def clean(self) -> dict:
-        data = super().clean()
+        data = super().clean() or {}
         if data.get("reasoning"):
             # Reasoning models reject temperature: never stored, so never sent.
             data["temperature"] = None

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -282,9 +282,7 @@ def _sample(
         watch.on_trip = stop.set
         await engine.run_lanes(
             jobs,
-            lambda job: ask_policy(
-                policy, messages[job.conversation_id], limiter=limiter, policy=retry, watch=watch
-            ),
+            lambda job: ask_policy(policy, messages[job.conversation_id], limiter=limiter, policy=retry, watch=watch),
             emit,
             concurrency=run.concurrency,
             slots=slots_for_run(run.id, run.concurrency),
@@ -298,7 +296,7 @@ def _sample(
 def _items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
     """The criteria the source run graded each response on, as it graded them."""
     rows = (
-        Grade.objects.filter(run_id=run.responses_from_id, response_id__in=response_ids)
+        Grade.objects.filter(run=run.responses_from, response_id__in=response_ids)
         .order_by("response_id", "position")
         .values_list("response_id", "criterion_id", "position", "criterion_text", "points", "tags")
     )
@@ -314,7 +312,7 @@ def _items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
     for conversation_id, *criterion in criteria.order_by("conversation_id", "position", "id").values_list(
         "conversation_id", "id", "text", "points", "tags"
     ):
-        rubric.setdefault(conversation_id, []).append(criterion)
+        rubric.setdefault(conversation_id, []).append(tuple(criterion))
     return [
         Item(response_id, criterion_id, position, text, points, tags)
         for response_id, conversation_id in samples_of(run, conversation_ids)
@@ -344,10 +342,13 @@ def _requests(run: Run, grader: CallTarget, items: list[Item]) -> tuple[dict[str
             "id", "text", "conversation_id"
         )
     )
-    messages = dict(
-        Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")
+    # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
+    messages = cast(
+        "dict[int, list]",
+        dict(Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")),
     )
     blocks = {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
+    assert run.grader_config is not None  # only runs graded here have batches
     template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
     prompts: dict[str, str] = {}
     groups: dict[str, list[Item]] = {}
@@ -366,7 +367,8 @@ def _cached(keys: list[str]) -> dict[str, GradeOutcome]:
             "request_key", "met", "explanation", "raw_output"
         )
         for key, met, explanation, raw in rows:
-            found.setdefault(key, GradeOutcome(met=met, explanation=explanation, raw_output=raw))
+            if key is not None:
+                found.setdefault(key, GradeOutcome(met=met, explanation=explanation, raw_output=raw))
     return found
 
 

@@ -244,7 +244,6 @@ class Estimate:
         return f"Cost: about ${self.cost:,.2f}{parts}, at the endpoints' prices per million tokens."
 
 
-
 def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
     assert spec.grader is not None
     calls = plan.grades

@@ -144,6 +144,7 @@ def run_progress(*, run: Run) -> Progress:
         rate = grades["recent"] / window if window > 0 else None
     elif run.started and run.finished and run.finished > run.started:
         rate = (grades["graded"] + grades["failed"]) / (run.finished - run.started).total_seconds()
+
     def tokens(row: dict, name: str) -> int:
         return row.get(name) or 0
 

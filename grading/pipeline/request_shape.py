@@ -68,7 +68,9 @@ def request_body(
         elif temperature is not None:
             body["temperature"] = temperature
         if schema is not None:
-            body["text"] = {"format": {"type": "json_schema", "name": GRADE_SCHEMA_NAME, "schema": schema, "strict": True}}
+            body["text"] = {
+                "format": {"type": "json_schema", "name": GRADE_SCHEMA_NAME, "schema": schema, "strict": True}
+            }
         return "/responses", body
     body = {"model": model, "messages": messages}
     if reasoning:

@@ -125,6 +125,7 @@ def _batch(run: Run, number: int, ids: list[int], items: int, by_conversation: b
 def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
     """Create the run and its batches and queue them; raises RunSpecError."""
     spec_check(spec)
+    assert spec.grader is not None  # spec_check refuses a spec without one
     plan = plan or run_plan(spec)
     if plan.grades == 0:
         raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
@@ -136,7 +137,7 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 grader_config=endpoint_snapshot(endpoint=spec.grader, template=spec.template),
                 policy_config=endpoint_snapshot(endpoint=spec.policy, template="") if spec.policy else None,
                 policy_model=spec.policy.model if spec.policy else "",
-                samples=spec.samples if spec.policy else spec.responses_from.samples,
+                samples=spec.samples if spec.policy or spec.responses_from is None else spec.responses_from.samples,
                 use_cache=spec.use_cache,
                 responses_from=spec.responses_from,
                 subset=spec.subset,

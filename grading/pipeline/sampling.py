@@ -11,6 +11,7 @@ SampleFailure with its reason (unless the run itself failed: then a resume draws
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from django.db.models import QuerySet
 
@@ -55,7 +56,11 @@ def sample_jobs_missing(run: Run, conversation_ids: list[int]) -> list[SampleJob
 
 def sample_messages(conversation_ids: list[int]) -> dict[int, list[dict]]:
     """The chat messages to send per conversation: its turns, role and content only."""
-    rows = Conversation.objects.filter(id__in=conversation_ids).values_list("id", "messages")
+    # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
+    rows = cast(
+        "list[tuple[int, list[dict]]]",
+        list(Conversation.objects.filter(id__in=conversation_ids).values_list("id", "messages")),
+    )
     return {cid: [{"role": m["role"], "content": m["content"]} for m in messages] for cid, messages in rows}
 
 

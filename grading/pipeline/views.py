@@ -77,11 +77,14 @@ class RunForm(forms.Form):
         return [(legend, [self[name] for name in names]) for legend, names in self.GROUPS]
 
     def clean(self) -> dict:
-        data = super().clean()
+        data = super().clean() or {}
         if raw_endpoint_fields(self.data):
             self.add_error(None, RAW_FIELDS_MESSAGE)
         if data.get("source") == "sample":
-            for field, problem in (("policy", "sampling needs a policy endpoint"), ("subset", "sampling needs a subset")):
+            for field, problem in (
+                ("policy", "sampling needs a policy endpoint"),
+                ("subset", "sampling needs a subset"),
+            ):
                 if not data.get(field) and field not in self.errors:
                     self.add_error(None, problem)
         if self.errors:
@@ -125,7 +128,7 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
     button under it. POST "launch": launch and go to the run page."""
     require_role(request, *READERS)
     form = RunForm(request.POST or None)
-    context = {"form": form, "estimate": None, "endpoints": Endpoint.objects.exists()}
+    context: dict[str, object] = {"form": form, "estimate": None, "endpoints": Endpoint.objects.exists()}
     if request.method == "POST" and raw_endpoint_fields(request.POST):
         form.is_valid()  # shows the refusal, and whatever else is wrong, beside the form
         template = "runs/run_new.html#estimate" if request.htmx else "runs/run_new.html"

@@ -101,9 +101,10 @@ class Command(BaseCommand):
                 f"Resumed {run.name}: {queued} batch(es) queued." if queued else f"{run.name} is complete."
             )
         else:
-            run = self._launch(options)
-            if run is None:
+            launched = self._launch(options)
+            if launched is None:
                 return
+            run = launched
         if options["wait"]:
             self._wait(run)
 
