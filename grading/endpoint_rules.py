@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -45,7 +46,10 @@ RAW_FIELDS_MESSAGE = (
 )
 
 
-def raw_endpoint_fields(data) -> list[str]:
+def raw_endpoint_fields(data: object) -> list[str]:
+    """The refused fields a request carries (a body that is not an object carries none)."""
+    if not isinstance(data, Mapping):
+        return []
     return [name for name in RAW_ENDPOINT_FIELDS if name in data]
 
 

@@ -162,3 +162,10 @@ def test_the_estimate_gives_dollars_with_its_caching_assumption(llm_server):
     unpriced = RunSpec(name="y", grader=endpoint_on(llm_server, "unpriced"), responses_from=source)
     line = plan_estimate(unpriced, run_plan(unpriced)).cost_line()
     assert line.startswith("Cost: unknown — no prices are configured for unpriced")
+
+
+def test_a_runs_concurrency_stays_within_its_endpoints_limit(llm_server):
+    source = imported_run(conversations=1)
+    spec = RunSpec(name="x", grader=endpoint_on(llm_server, max_concurrency=4), responses_from=source, concurrency=50)
+    assert "Concurrency capped at 4 by the endpoint's limit." in plan_estimate(spec, run_plan(spec)).lines()
+    assert run_launch(spec=spec).concurrency == 4

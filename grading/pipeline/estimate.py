@@ -240,8 +240,13 @@ class Estimate:
                 f"Cost: unknown — no prices are configured for {', '.join(missing)} "
                 "(curators set them on the endpoint)."
             )
-        parts = f" (grading ${self.grader_cost:,.2f}, sampling ${self.policy_cost:,.2f})" if self.policy_calls else ""
-        return f"Cost: about ${self.cost:,.2f}{parts}, at the endpoints' prices per million tokens."
+        if self.policy_calls:
+            return (
+                f"Cost: about ${self.cost:,.2f} at most (grading about ${self.grader_cost:,.2f}; sampling at most "
+                f"${self.policy_cost:,.2f}, if every reply used its whole token allowance), at the endpoints' prices "
+                "per million tokens."
+            )
+        return f"Cost: about ${self.cost:,.2f}, at the endpoint's prices per million tokens."
 
 
 def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
