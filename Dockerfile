@@ -10,11 +10,20 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Requirements first, so that a code change does not reinstall them.
+# The runtime lock only, first, so that a code change does not reinstall it. The dev/test lock
+# (requirements-dev.txt) stays out of the image. --require-hashes: every downloaded file must
+# match a hash in the lock.
 COPY requirements.txt .
-RUN pip install -r requirements.txt
+RUN pip install --require-hashes -r requirements.txt
 
-COPY . .
+# What the web server and the worker run, and nothing else: no tests/, bench/, scripts/ or
+# locks for development. A new top-level package needs its own line here.
+COPY manage.py ./
+COPY healthbench_web/ healthbench_web/
+COPY annotation/ annotation/
+COPY grading/ grading/
+COPY templates/ templates/
+COPY static/ static/
 
 RUN useradd --system --home-dir /app --shell /usr/sbin/nologin healthbench \
     && mkdir -p "$VAR_DIR" "$STATIC_ROOT" \

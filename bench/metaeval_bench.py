@@ -7,7 +7,10 @@ PostgreSQL database, then times:
 * the whole report from the database (`meta_eval` service: selector, agreement, 1000-resample
   bootstrap intervals, ranks, disagreements, JSON) -- target <= 3 s;
 * the agreement figures alone (grader and physicians) against the reference implementation
-  on the same labels -- target >= 10x faster.
+  on the same labels -- target >= 10x faster;
+* Cohen's kappa and Krippendorff's alpha (overall and per category, with 1000-resample
+  intervals) against scikit-learn's cohen_kappa_score and the krippendorff package computing
+  the point values only, when those are installed (they are test-only dependencies).
 
 The reference is `healthbench_meta_eval.py` of openai/simple-evals, loaded at run time from
 --reference-dir (default: env SIMPLE_EVALS_DIR; a work tree or a bare git directory). Nothing
@@ -202,6 +205,31 @@ def _same(ours: dict, theirs: dict) -> bool:
     )
 
 
+def chance_baseline(rows: list[dict], grader: list[bool]) -> dict[str, float | None] | None:
+    """Kappa and alpha per category and overall by scikit-learn and krippendorff, or None without them."""
+    try:
+        import numpy as np
+        from krippendorff import alpha as kripp_alpha
+        from sklearn.metrics import cohen_kappa_score
+    except ImportError:
+        return None
+    out: dict[str, float | None] = {}
+    for category in [None, *sorted({r["category"] for r in rows})]:
+        chosen = [(r, g) for r, g in zip(rows, grader, strict=True) if category is None or r["category"] == category]
+        said = [g for r, g in chosen for _ in r["binary_labels"]]
+        truth = [label for r, _ in chosen for label in r["binary_labels"]]
+        prefix = "" if category is None else f"{category}: "
+        out[f"{prefix}cohen_kappa"] = float(cohen_kappa_score(said, truth))
+        coders = sorted({p for r, _ in chosen for p in r["anonymized_physician_ids"]})
+        column = {p: i for i, p in enumerate(coders)}
+        data = np.full((len(coders), len(chosen)), np.nan)
+        for j, (r, _) in enumerate(chosen):
+            for p, label in zip(r["anonymized_physician_ids"], r["binary_labels"], strict=True):
+                data[column[p], j] = float(label)
+        out[f"{prefix}krippendorff_alpha"] = float(kripp_alpha(reliability_data=data, level_of_measurement="nominal"))
+    return out
+
+
 def best_of(n: int, fn) -> tuple[float, object]:
     best, result = float("inf"), None
     for _ in range(n):
@@ -289,6 +317,24 @@ def main() -> None:
     )
     print(f"  ours including labels_from_rows          {ours_seconds + from_rows_seconds:7.3f} s   ratio "
           f"{base_seconds / (ours_seconds + from_rows_seconds):6.1f}x faster")  # fmt: skip
+    from grading.metaeval.chance import grader_kappa, physician_alpha
+
+    chance_seconds, (kappa, alpha) = best_of(
+        3, lambda: (grader_kappa(arrays, grader, seed=0), physician_alpha(arrays, seed=0))
+    )
+    print(f"kappa + alpha with 1000-resample intervals: ours {chance_seconds:7.3f} s")
+    base_chance_seconds, expected = best_of(1, lambda: chance_baseline(rows, grader))
+    if expected is None:
+        print("kappa + alpha baseline: scikit-learn / krippendorff not installed, no ratio")
+    else:
+        got = {**{k: v["value"] for k, v in kappa.items()}, **{k: v["value"] for k, v in alpha.items()}}
+        agree = set(got) == set(expected) and all(abs(got[k] - expected[k]) <= 1e-9 for k in expected)
+        print(
+            f"kappa + alpha baseline: sklearn cohen_kappa_score + krippendorff.alpha, point values only "
+            f"{base_chance_seconds:7.3f} s   ratio {base_chance_seconds / chance_seconds:6.1f}x; "
+            f"same values (1e-9): {'yes' if agree else 'NO'}"
+        )
+        same = same and agree
     ok = report_seconds <= 3 and base_seconds >= 10 * ours_seconds and same
     print("targets met" if ok else "TARGET MISSED")
 

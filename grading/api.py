@@ -25,6 +25,16 @@ def _money(value) -> str | None:
     return None if value is None else f"{value:.6f}"
 
 
+class NamedField(serializers.SlugRelatedField):
+    """A related object by name; a name with a NUL is refused here, since PostgreSQL cannot
+    look it up (a multipart form body is not checked by the NUL middleware)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value="(a name with a NUL character)")
+        return super().to_internal_value(data)
+
+
 class RunSerializer(serializers.ModelSerializer):
     grader_model = serializers.CharField(source="grader_config.model", default="", read_only=True)
     grader_endpoint = serializers.CharField(source="grader_config.endpoint_name", default="", read_only=True)
@@ -39,7 +49,8 @@ class RunSerializer(serializers.ModelSerializer):
         fields = [
             "code", "name", "status", "grader_endpoint", "grader_model", "policy_endpoint", "policy_model", "samples",
             "subset", "subset_version", "responses_from", "use_cache", "concurrency", "total_items", "error", "created",
-            "started", "finished", "progress",
+            "started", "finished", "progress", "healthbench_professional", "length_adjusted", "length_centre",
+            "length_penalty",
         ]  # fmt: skip
 
     def get_subset_version(self, run: Run) -> dict | None:
@@ -90,16 +101,14 @@ class RunCreateSerializer(serializers.Serializer):
     are curators' settings and are refused here."""
 
     name = serializers.CharField(max_length=200)
-    grader = serializers.SlugRelatedField(
-        slug_field="name", queryset=Endpoint.objects.all(), help_text="The name of a grader endpoint"
-    )
+    grader = NamedField(slug_field="name", queryset=Endpoint.objects.all(), help_text="The name of a grader endpoint")
     grader_template = serializers.CharField(required=False, allow_blank=True, default="")
     concurrency = serializers.IntegerField(required=False, default=16)
     use_cache = serializers.BooleanField(required=False, default=True)
-    responses_from = serializers.SlugRelatedField(
+    responses_from = NamedField(
         slug_field="name", queryset=Run.objects.all(), required=False, allow_null=True, default=None
     )
-    policy = serializers.SlugRelatedField(
+    policy = NamedField(
         slug_field="name",
         queryset=Endpoint.objects.all(),
         required=False,
@@ -108,8 +117,12 @@ class RunCreateSerializer(serializers.Serializer):
         help_text="The name of the policy endpoint to sample (with subset)",
     )
     samples = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
-    subset = serializers.SlugRelatedField(
-        slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None
+    subset = NamedField(slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None)
+    length_adjusted = serializers.BooleanField(
+        required=False, default=False, help_text="Report HealthBench Professional's length-adjusted scores too."
+    )
+    healthbench_professional = serializers.BooleanField(
+        required=False, default=False, help_text="Mark the run as HealthBench Professional (length-adjusted)."
     )
     dry_run = serializers.BooleanField(required=False, default=False, help_text="Only return the estimate.")
 
@@ -128,6 +141,8 @@ class RunCreateSerializer(serializers.Serializer):
             template=data["grader_template"] or DEFAULT_TEMPLATE,
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
+            length_adjusted=data["length_adjusted"],
+            healthbench_professional=data["healthbench_professional"],
             responses_from=data["responses_from"],
             subset=data["subset"],
             policy=data["policy"] if sampled else None,

@@ -7,6 +7,10 @@ from django.db.models import Q
 
 from annotation.models import Conversation, Criterion, Physician, Subset, SubsetVersion
 
+# HealthBench Professional: 0.0147 off the score for every 500 characters above 2,000.
+DEFAULT_LENGTH_CENTRE = 2000
+DEFAULT_LENGTH_PENALTY = 0.0147
+
 
 class Response(models.Model):
     """An assistant reply to a conversation: sampled, written by a physician, or imported."""
@@ -214,6 +218,13 @@ class Run(models.Model):
     )
     # Grader calls in flight at once for this run, across all workers.
     concurrency = models.PositiveIntegerField(default=16)
+    # Scoring options, not grading ones: they change the report, never a grade. HealthBench
+    # Professional always scores with the length adjustment; any other run may opt in. The
+    # constants live on the run so that a report can say which ones it used.
+    healthbench_professional = models.BooleanField(default=False)
+    length_adjusted = models.BooleanField(default=False)
+    length_centre = models.PositiveIntegerField(default=DEFAULT_LENGTH_CENTRE)
+    length_penalty = models.FloatField(default=DEFAULT_LENGTH_PENALTY)
     # Grades the run will hold when complete (graded or failed).
     total_items = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
@@ -225,6 +236,7 @@ class Run(models.Model):
         ordering = ["-created"]
         constraints = [
             models.CheckConstraint(condition=Q(concurrency__gte=1), name="run_concurrency_positive"),
+            models.CheckConstraint(condition=Q(length_penalty__gte=0), name="run_length_penalty_not_negative"),
         ]
 
     def __str__(self) -> str:
@@ -233,6 +245,10 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in (self.Status.PENDING, self.Status.RUNNING)
+
+    @property
+    def scores_length_adjusted(self) -> bool:
+        return self.length_adjusted or self.healthbench_professional
 
 
 class RunBatch(models.Model):

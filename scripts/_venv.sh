@@ -1,5 +1,6 @@
 # Sourced by scripts/run and scripts/test: go to the repository root and make sure .venv
-# exists and has requirements.txt installed. Needs only Python 3.11+ and bash.
+# exists and has both locks installed, requirements.txt (runtime) and requirements-dev.txt
+# (development and tests). Needs only Python 3.11+ and bash.
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -25,12 +26,27 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 # The stamp lives inside .venv so that deleting .venv also forgets it. It holds a hash of
-# requirements.txt and the interpreter version: install again only when either changes.
+# both lock files and the interpreter version: install again only when one of them changes.
 _stamp=.venv/.requirements.sha256
-_wanted=$(.venv/bin/python -c 'import hashlib, sys; print(hashlib.sha256(open("requirements.txt", "rb").read()).hexdigest(), sys.version.split()[0])')
+_wanted=$(.venv/bin/python -c 'import hashlib, sys
+h = hashlib.sha256()
+for name in ("requirements.txt", "requirements-dev.txt"):
+    h.update(hashlib.sha256(open(name, "rb").read()).digest())
+print(h.hexdigest(), sys.version.split()[0])')
 if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_wanted" ]; then
-    echo "Installing requirements.txt into .venv" >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+    echo "Installing requirements.txt and requirements-dev.txt into .venv" >&2
+    # --require-hashes: every file pip downloads must match a hash in the locks, so a
+    # replaced or tampered upload fails the install instead of running. It needs every line
+    # of both files pinned with ==, hashed, and with all dependencies listed, which is what
+    # pip-compile --generate-hashes --allow-unsafe writes. Packages in both locks carry the
+    # same version (requirements-dev.in is constrained by requirements.txt).
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
+        -r requirements.txt -r requirements-dev.txt
+    # Cheap, and catches a lock that was edited by hand into an inconsistent set.
+    if ! _check=$(.venv/bin/python -m pip check 2>&1); then
+        echo "$_check" >&2
+        exit 1
+    fi
     echo "$_wanted" >"$_stamp"
 fi
-unset _stamp _wanted
+unset _stamp _wanted _check

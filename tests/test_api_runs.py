@@ -144,3 +144,10 @@ def test_a_nul_character_in_a_json_body_is_a_bad_request(source):
         content_type="application/json",
     )
     assert response.status_code == 400
+
+
+def test_a_nul_character_in_a_form_field_naming_a_subset_is_a_bad_request(source, llm_server):
+    data = {**_launch(llm_server, source, subset="mine\x00", policy="test-grader")}
+    del data["responses_from"]
+    response = _client(Physician.Role.RESEARCHER).post("/api/runs/", data, format="multipart")
+    assert response.status_code == 400 and "subset" in response.json()

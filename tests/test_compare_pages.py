@@ -77,3 +77,24 @@ def test_the_page_without_a_choice_offers_the_runs(client, runs):
     client.force_login(person("cur", Physician.Role.CURATOR))
     page = client.get(reverse("compare_runs")).content.decode()
     assert "<option" in page and "Compare" in page
+
+
+def test_a_run_compared_with_itself_differs_by_zero_with_a_zero_width_interval(client, runs):
+    client.force_login(person("res", Physician.Role.RESEARCHER))
+    url = reverse("compare_runs") + f"?a={runs['b'].code}&b={runs['b'].code}"
+    response = client.get(url)
+    overall = response.context["comparison"]["overall"]
+    assert (overall["difference"], overall["low"], overall["high"]) == (0.0, 0.0, 0.0)
+    assert "(95% interval 0.000 to 0.000, within resampling noise)" in response.content.decode()
+
+
+def test_the_page_says_how_many_prompts_are_shared_and_left_out(client, runs):
+    # Run b loses its response to p-2: only p-1 is shared, and a's p-2 response is left out.
+    Response.objects.filter(grades__run=runs["b"], conversation__prompt_id="p-2").delete()
+    client.force_login(person("res", Physician.Role.RESEARCHER))
+    response = client.get(_url(runs))
+    prompts = response.context["comparison"]["prompts"]
+    assert (prompts["shared"], prompts["only_a"], prompts["only_b"], prompts["responses_left_out_a"]) == (1, 1, 0, 1)
+    assert response.context["comparison"]["overall"]["n_prompts"] == 1
+    page = response.content.decode()
+    assert "Paired over the <b>1</b> prompts" in page and "1 prompt only in a (1 response)" in page

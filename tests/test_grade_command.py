@@ -229,3 +229,15 @@ def test_a_missing_grader_endpoint_is_named(grade):
     imported_run(name="imported", conversations=1)
     with pytest.raises(CommandError, match="--grader ENDPOINT is required"):
         grade("--name", "x", "--responses-from", "imported")
+
+
+def test_professional_and_length_adjusted_runs_report_adjusted_scores(grade, llm_server):
+    imported_run(name="imported", conversations=2, samples=1)
+    grade("--name", "pro", *grader_args(llm_server), "--responses-from", "imported", "--professional")
+    grade("--name", "adjusted", *grader_args(llm_server), "--responses-from", "imported", "--length-adjusted")
+    grade("--name", "plain", *grader_args(llm_server), "--responses-from", "imported")
+    pro, adjusted, plain = (Run.objects.get(name=n) for n in ("pro", "adjusted", "plain"))
+    assert pro.healthbench_professional and not pro.length_adjusted and adjusted.length_adjusted
+    assert "overall_score_length_adjusted" in run_report(run=pro).data["metrics"]
+    assert "overall_score_length_adjusted" in run_report(run=adjusted).data["metrics"]
+    assert "overall_score_length_adjusted" not in run_report(run=plain).data["metrics"]

@@ -133,9 +133,11 @@ def test_it_reuses_the_criterion_a_healthbench_file_attached(tmp_path):
 def test_it_counts_a_physician_repeated_with_the_same_label_once_and_warns(tmp_path):
     path = tmp_path / "meta.jsonl"
     write(path, meta_row(labels=(True, False, True), physicians=(0, 1, 0)))
-    _, err = _import(path)
+    out, err = _import(path)
     assert PhysicianLabel.objects.count() == 2
+    assert sorted(PhysicianLabel.objects.values_list("repeats", flat=True)) == [0, 1]
     assert "line 1: physician" in err and "listed twice with the same label" in err
+    assert "1 repeated physician labels merged (the reference counts each as a pair)" in out
 
 
 def test_it_rejects_labels_of_different_lengths(tmp_path, capsys):
@@ -158,15 +160,21 @@ def test_it_rejects_an_empty_label_list(tmp_path, capsys):
     _import_fails(tmp_path, capsys, meta_row(labels=(), physicians=()), match="line 2, field binary_labels: is empty")
 
 
-def test_it_rejects_a_bad_physician_id(tmp_path, capsys):
+def test_physician_ids_are_opaque_strings_of_a_stated_length(tmp_path, capsys):
+    path = tmp_path / "meta.jsonl"
     row = meta_row()
     row["anonymized_physician_ids"][1] = "dr-house"
+    write(path, row)
+    _import(path)
+    assert Physician.objects.filter(anonymized_id="dr-house").exists()
+    long = meta_row("p-2", "c-2")
+    long["anonymized_physician_ids"][0] = "x" * 65
     _import_fails(
-        tmp_path,
-        capsys,
-        row,
-        match='line 2, field anonymized_physician_ids[1]: "dr-house" is not an id of 64 lowercase hex digits',
+        tmp_path, capsys, long, match="line 2, field anonymized_physician_ids[0]: is longer than 64 characters"
     )
+    empty = meta_row("p-3", "c-3")
+    empty["anonymized_physician_ids"][0] = " "
+    _import_fails(tmp_path, capsys, empty, match='line 2, field anonymized_physician_ids[0]: " " is not a non-empty')
 
 
 def test_it_rejects_a_missing_field(tmp_path, capsys):
@@ -255,3 +263,86 @@ def test_the_real_sample_imports_and_reimports_unchanged():
     before = _counts()
     _import(path)
     assert _counts() == before
+
+
+# --- label-only rows (a third-party reduction keeps ids and labels only) --------------------
+
+
+def label_only(row: dict, **extra) -> dict:
+    kept = {k: v for k, v in row.items() if k not in ("prompt", "completion", "rubric", "canary")}
+    return {"item_id": f"hb-{row['completion_id']}", "dataset": "healthbench", **kept, **extra}
+
+
+def test_a_label_only_row_attaches_to_the_stored_conversation_and_response(tmp_path):
+    full = tmp_path / "full.jsonl"
+    write(full, meta_row("p-1", "c-1", labels=(True, False), physicians=(0, 1)))
+    _import(full)
+    before = {"conversations": Conversation.objects.count(), "responses": Response.objects.count()}
+    reduced = tmp_path / "reduced.jsonl"
+    write(reduced, label_only(meta_row("p-1", "c-1", category=OTHER_CATEGORY, labels=(True,), physicians=(2,))))
+    ConsensusCriterion.objects.create(cluster=OTHER_CATEGORY, text=rubric(OTHER_CATEGORY), points=5)
+    out, _ = _import(reduced)
+    assert {"conversations": Conversation.objects.count(), "responses": Response.objects.count()} == before
+    label = PhysicianLabel.objects.get(physician__anonymized_id=physician(2))
+    assert label.criterion.consensus_criterion.cluster == OTHER_CATEGORY and label.response.text.startswith("Response")
+    assert "1 label-only rows (0 conversations and 0 responses stored without text)" in out
+
+
+def test_label_only_items_of_unknown_conversations_are_kept_without_text(tmp_path):
+    ConsensusCriterion.objects.create(cluster=CATEGORY, text=rubric(CATEGORY), points=5)
+    path = tmp_path / "reduced.jsonl"
+    write(path, label_only(meta_row("p-9", "c-9")))
+    out, _ = _import(path)
+    conversation = Conversation.objects.get(prompt_id="p-9")
+    assert conversation.messages == [] and Response.objects.get(completion_id="c-9").text == ""
+    # Never in meta-eval: a run on that subset would grade an empty conversation.
+    assert set(conversation.subsets.values_list("name", flat=True)) == {"meta-eval-labels-only"}
+    assert PhysicianLabel.objects.count() == 2
+    assert "1 conversations and 1 responses stored without text" in out
+    # The full file later brings the texts in.
+    full = tmp_path / "full.jsonl"
+    write(full, meta_row("p-9", "c-9"))
+    out, _ = _import(full)
+    assert Conversation.objects.get(prompt_id="p-9").messages != []
+    assert Response.objects.get(completion_id="c-9").text.startswith("Response c-9")
+    assert "2 stored texts filled in" in out and PhysicianLabel.objects.count() == 2
+
+
+def test_a_label_only_row_without_a_catalogued_criterion_says_what_is_missing(tmp_path, capsys):
+    _import_fails(
+        tmp_path,
+        capsys,
+        label_only(meta_row("p-2", "c-2", category=OTHER_CATEGORY)),
+        match=f"line 2, field rubric: is missing and the consensus catalogue has no {OTHER_CATEGORY}",
+    )
+
+
+def test_the_public_labels_only_sample_imports_with_the_catalogue():
+    catalogue = json.loads(sample_file("consensus_criteria.json").read_text())
+    ConsensusCriterion.objects.bulk_create(
+        ConsensusCriterion(
+            cluster=c["cluster"], text=c["criterion"], points=c["points"], axis=c["axis"].removeprefix("axis:")
+        )
+        for c in catalogue
+    )
+    path = sample_file("meta_eval_labels_only_sample.jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    _import(path)
+    assert PhysicianLabel.objects.count() == sum(len(r["binary_labels"]) for r in rows)
+    assert Response.objects.count() == len({r["completion_id"] for r in rows})
+    before = _counts()
+    _import(path)
+    assert _counts() == before
+
+
+def test_a_healthbench_file_fills_in_a_conversation_stored_without_text(tmp_path):
+    ConsensusCriterion.objects.create(cluster=CATEGORY, text=rubric(CATEGORY), points=5)
+    path = tmp_path / "reduced.jsonl"
+    write(path, label_only(meta_row("p-9", "c-9")))
+    _import(path)
+    dataset = tmp_path / "dataset.jsonl"
+    incoming = consensus_row("p-9")
+    write_healthbench(dataset, incoming)
+    call_command("import_healthbench", str(dataset), stdout=StringIO())
+    conversation = Conversation.objects.get(prompt_id="p-9")
+    assert conversation.messages == incoming["prompt"] and conversation.example_tags == incoming["example_tags"]

@@ -201,7 +201,9 @@ def test_the_csv_has_one_row_per_grader_metric_with_interval_and_rank_beside_the
     table = list(csv.DictReader(io.StringIO(out.read_text())))
     document = meta_eval_json()
     assert list(table[0]) == [name for name, _ in CSV_COLUMNS]
-    assert len(table) == len(document["model"])
+    chance_rows = [r for r in table if r["metric"] in ("cohen_kappa", "krippendorff_alpha")]
+    assert len(table) - len(chance_rows) == len(document["model"])
+    assert len(chance_rows) == len(document["cohen_kappa"]) + len(document["krippendorff_alpha"]) == 2 * 4
     overall = next(r for r in table if r["scope"] == "overall" and r["metric"] == "pairwise_model_f1_balanced")
     interval = document["intervals"]["pairwise_model_f1_balanced"]
     assert float(overall["value"]) == document["model"]["pairwise_model_f1_balanced"]["value"]
@@ -209,6 +211,40 @@ def test_the_csv_has_one_row_per_grader_metric_with_interval_and_rank_beside_the
     assert int(overall["rank"]) == document["ranks"]["pairwise_model_f1_balanced"]["rank"]
     precision = next(r for r in table if r["scope"] == CATEGORY and r["metric"] == "pairwise_model_precision_pos")
     assert precision["ci_low"] == precision["rank"] == ""
+
+
+def test_kappa_and_alpha_in_the_report_equal_scikit_learn_and_the_krippendorff_package(tmp_path):
+    from tests.test_chance_agreement import package_alpha, sklearn_kappa
+
+    pytest.importorskip("sklearn")
+    rows = random_rows(n_items=60)
+    verdicts = [i % 3 != 0 for i in range(len(rows))]
+    load(rows, verdicts)
+    document = meta_eval_json()
+    # The file's rows as the agreement code reads them: one row per item, the grader per item.
+    file_rows = [
+        {"category": r["category"], "binary_labels": r["binary_labels"],
+         "anonymized_physician_ids": r["anonymized_physician_ids"]}
+        for r in rows
+    ]  # fmt: skip
+    grader = np.array([float(v) for v in verdicts])
+    assert document["cohen_kappa"]["cohen_kappa"]["value"] == pytest.approx(sklearn_kappa(file_rows, grader), abs=1e-12)
+    assert document["krippendorff_alpha"]["krippendorff_alpha"]["value"] == pytest.approx(
+        package_alpha(file_rows), abs=1e-12
+    )
+    for category in CATEGORIES:
+        kappa = document["cohen_kappa"][f"{category}: cohen_kappa"]
+        assert kappa["value"] == pytest.approx(sklearn_kappa(file_rows, grader, category), abs=1e-12)
+        assert kappa["low"] <= kappa["value"] <= kappa["high"]
+    table = list(csv.DictReader(io.StringIO(call_csv(tmp_path))))
+    row = next(r for r in table if r["scope"] == "overall" and r["metric"] == "krippendorff_alpha")
+    assert float(row["value"]) == document["krippendorff_alpha"]["krippendorff_alpha"]["value"]
+
+
+def call_csv(tmp_path) -> str:
+    out = tmp_path / "report.csv"
+    call_command("meta_eval", "grader-a", format="csv", out=out, stderr=StringIO())
+    return out.read_text()
 
 
 def test_the_same_seed_gives_the_same_intervals():
@@ -235,3 +271,12 @@ def test_labels_from_the_database_build_valid_arrays_at_scale():
     rows = random_rows(n_items=300, seed=1)
     load(rows, [bool(b) for b in np.random.default_rng(0).integers(0, 2, size=300)])
     assert meta_eval_json()["coverage"]["labels"] == sum(len(r["binary_labels"]) for r in rows)
+
+
+def test_the_report_says_how_many_repeated_physician_labels_were_merged():
+    rows = [meta_row("p-1", "c-1", labels=(True, False, True), physicians=(0, 1, 0)), meta_row("p-1", "c-2")]
+    load(rows, [True, False])
+    document = meta_eval_json()
+    assert document["coverage"]["labels_merged"] == 1
+    # The reference counts the repeat as one more pair: 3 pairs on the first item, ours 2.
+    assert document["model"]["pairwise_model_precision_pos"]["n"] == 2

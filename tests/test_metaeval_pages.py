@@ -181,3 +181,22 @@ def test_the_disagreement_browser_filters_by_criterion_and_shows_ties(client, re
     assert f"<code>{CATEGORY.removeprefix('cluster:')}</code></h2>" not in page
     ties = client.get(url, {"run": run.code, "show": "ties"}).content.decode()
     assert "Physician ties" in ties
+
+
+def test_the_report_page_and_the_api_show_kappa_and_alpha(client, researcher):
+    from rest_framework.authtoken.models import Token
+
+    from grading.metaeval.report import run_meta_eval_report
+
+    run = make_run()
+    client.force_login(researcher)
+    response = client.get(reverse("metaeval_report"), {"run": run.code})
+    page = response.content.decode()
+    assert "κ [95% CI]" in page and "Physicians' α [95% CI]" in page
+    document = run_meta_eval_report(run=run)
+    kappa = document["cohen_kappa"]["cohen_kappa"]["value"]
+    assert (f"{kappa:.3f}" if kappa is not None else "undefined") in page
+    token = Token.objects.create(user=researcher)
+    api = client.get(f"/api/runs/{run.name}/meta-eval/", HTTP_AUTHORIZATION=f"Token {token.key}").json()
+    assert api["cohen_kappa"] == document["cohen_kappa"]
+    assert api["krippendorff_alpha"] == document["krippendorff_alpha"]

@@ -241,6 +241,17 @@ def test_the_cancel_form_needs_its_csrf_token(run):
     assert run.status == Run.Status.CANCELLED
 
 
+def test_the_form_launches_a_healthbench_professional_run(source, llm_server, django_capture_on_commit_callbacks):
+    client = client_for(Physician.Role.RESEARCHER)
+    data = form_data(llm_server, healthbench_professional="on")
+    with django_capture_on_commit_callbacks():
+        response = client.post(reverse("run_new"), {**data, "action": "launch"})
+    assert response.status_code == 302
+    run = Run.objects.get(name="from-the-page")
+    assert run.healthbench_professional and run.scores_length_adjusted
+    assert "HealthBench Professional run" in client.get(reverse("run_new")).content.decode()
+
+
 # --- endpoints, failures and money ----------------------------------------------------------------
 
 

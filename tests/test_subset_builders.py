@@ -107,3 +107,17 @@ def test_hard_needs_known_runs(dataset):
         call_command("build_subset", "hard", runs=["nope"])
     with pytest.raises(CommandError, match="needs --runs"):
         call_command("build_subset", "hard")
+
+
+def test_hard_ranks_only_conversations_every_chosen_run_scored(dataset):
+    from annotation.services.subset_builders import paired_conversation_mean_scores
+    from grading.models import Run
+
+    # p-3 is the worst in a, but b never graded it: it cannot be compared, so it is left out.
+    _graded_run("a", {"p-1": [True], "p-2": [False], "p-3": [False]})
+    _graded_run("b", {"p-1": [True], "p-2": [True]})
+    means, left_out = paired_conversation_mean_scores(list(Run.objects.filter(name__in=["a", "b"]).order_by("name")))
+    assert left_out == 1
+    assert {Conversation.objects.get(pk=c).prompt_id: m for c, m in means.items()} == {"p-1": 1.0, "p-2": 0.5}
+    call_command("build_subset", "hard", runs=["a", "b"], n=1)
+    assert _members(Subset.objects.get(name="hard")) == ["p-2"]

@@ -117,7 +117,8 @@ def _is_bare(conversation: Conversation, ideal: IdealData | None) -> bool:
 
 def _conflicts(row: HealthBenchRow, conversation: Conversation, ideal: IdealData | None) -> list[RowError]:
     if _is_bare(conversation, ideal):
-        checks = [("prompt", row.messages, conversation.messages)]
+        # A conversation stored from a label-only meta-eval row has no messages yet: the row brings them.
+        checks = [("prompt", row.messages, conversation.messages)] if conversation.messages else []
         return _differences(row, checks)
     checks = [
         ("prompt", row.messages, conversation.messages),
@@ -214,7 +215,9 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
         summary.conversations_merged += 1
         errors.extend(_conflicts(row, conversation, _existing_ideal(conversation.id, ideals)))
         stored = stored_criteria.get(conversation.id, [])
-        if _is_bare(conversation, _existing_ideal(conversation.id, ideals)) and row.example_tags:
+        if _is_bare(conversation, _existing_ideal(conversation.id, ideals)) and (
+            row.example_tags or not conversation.messages
+        ):
             filled.append((conversation, row))
         plan = plan_rubric_merge([merge_key(*key) for _, _, key in stored], [merge_key(*i.key()) for i in row.rubrics])
         for incoming, old in plan.matches:
@@ -264,7 +267,8 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     )
     for conversation, row in filled:
         conversation.example_tags, conversation.theme, conversation.canary = row.example_tags, row.theme, row.canary
-        conversation.save(update_fields=["example_tags", "theme", "canary"])
+        conversation.messages = row.messages
+        conversation.save(update_fields=["example_tags", "theme", "canary", "messages"])
     ideal_rows = [(r, existing[r.prompt_id].id) for _, r in filled] + list(zip(new_rows, new_ids, strict=True))
     insert_rows(
         IdealResponse,

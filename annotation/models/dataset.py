@@ -264,6 +264,10 @@ class PhysicianLabel(models.Model):
     criterion = models.ForeignKey(Criterion, on_delete=models.CASCADE, related_name="physician_labels")
     met = models.BooleanField()
     comment = models.TextField(blank=True)
+    # Further times an imported file listed this physician, with this label, on this item. The
+    # product keeps one label per physician and item; the reference counts every listing as a
+    # pair, so reports say how many were merged.
+    repeats = models.PositiveSmallIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -87,9 +87,13 @@ def hardest_conversations(mean_scores: dict[int, float], n: int) -> list[int]:
     return [cid for cid, _ in sorted(mean_scores.items(), key=lambda item: (item[1], item[0]))[:n]]
 
 
-def conversation_mean_scores(runs) -> dict[int, float]:
-    """Mean example score per conversation over every scored response of the given runs."""
+def paired_conversation_mean_scores(runs) -> tuple[dict[int, float], int]:
+    """Mean example score per conversation over every scored response of the given runs, on
+    the conversations that every run scored (paired, as run comparisons are: a conversation
+    one run never scored would otherwise be ranked on the other runs alone), and how many
+    conversations were left out for that reason."""
     totals: dict[int, list[float]] = {}
+    scored_by: list[set[int]] = []
     for run in runs:
         report = run_report_cached(run=run)
         scored = ~np.isnan(report.ranked_scores)
@@ -98,7 +102,15 @@ def conversation_mean_scores(runs) -> dict[int, float]:
         conversation_of = dict(Response.objects.filter(id__in=ids).values_list("id", "conversation_id"))
         for response_id, score in zip(ids, scores, strict=True):
             totals.setdefault(conversation_of[response_id], []).append(score)
-    return {cid: sum(values) / len(values) for cid, values in totals.items()}
+        scored_by.append(set(conversation_of.values()))
+    shared = set.intersection(*scored_by) if scored_by else set()
+    means = {cid: sum(values) / len(values) for cid, values in totals.items() if cid in shared}
+    return means, len(totals) - len(means)
+
+
+def conversation_mean_scores(runs) -> dict[int, float]:
+    """paired_conversation_mean_scores without the count of conversations left out."""
+    return paired_conversation_mean_scores(runs)[0]
 
 
 def hard_subset_build(*, runs, n: int = 1000, name: str = "hard") -> tuple[Subset, int, int]:

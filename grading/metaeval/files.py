@@ -2,13 +2,16 @@
 
 Pure Python, no Django. A meta-eval row is one (completion, consensus criterion) item with the
 labels of 1-4 anonymized physicians; a grader-label row is one grader decision on such an
-item. Parsing checks each line on its own, then what lines must agree on (one prompt per
-prompt_id, one text per completion_id, one rubric per category, each item once). Errors name
-the line and the field, as the HealthBench file import does.
+item. A meta-eval row may come without ``prompt``, ``completion`` and ``rubric`` (third-party
+reductions keep only ids and labels, plus ``item_id`` and ``dataset``): agreement needs no
+text, so the importer takes those from what is stored or the consensus catalogue.
+
+Parsing checks each line on its own, then what lines must agree on (one prompt per
+prompt_id, one text per completion_id, one rubric per category, each item once). Errors
+name the line and the field, as the HealthBench file import does.
 """
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,12 +21,13 @@ from annotation.formats.healthbench import MAX_PROMPT_ID, RowError, RowInvalid, 
 
 META_EVAL_KEYS = (
     "anonymized_physician_ids", "binary_labels", "category", "completion", "completion_id",
-    "prompt", "prompt_id", "rubric", "canary",
+    "prompt", "prompt_id", "rubric", "canary", "item_id", "dataset",
 )  # fmt: skip
-META_EVAL_REQUIRED = META_EVAL_KEYS[:-1]
+META_EVAL_REQUIRED = ("anonymized_physician_ids", "binary_labels", "category", "completion_id", "prompt_id")
 GRADER_LABEL_KEYS = ("prompt_id", "completion_id", "category", "criteria_met", "explanation")
 GRADER_LABEL_REQUIRED = GRADER_LABEL_KEYS[:-1]
-PHYSICIAN_ID = re.compile(r"[0-9a-f]{64}")
+# Physician ids are opaque: the public file's are 64 hex digits, other teams' are any names.
+MAX_PHYSICIAN_ID = 64  # annotation.Physician.anonymized_id
 MAX_COMPLETION_ID = 100  # grading.Response.completion_id
 MAX_CATEGORY = 200  # annotation.ConsensusCriterion.cluster
 MAX_ERRORS = 50
@@ -39,11 +43,11 @@ class FileInvalid(Exception):
 class MetaEvalRow:
     line: int
     prompt_id: str
-    messages: list[dict[str, str]]
-    completion: str
+    messages: list[dict[str, str]] | None  # None: a label-only row
+    completion: str | None
     completion_id: str
     category: str
-    rubric: str
+    rubric: str | None
     # (anonymized physician id, met), each physician once, in file order.
     labels: tuple[tuple[str, bool], ...]
     canary: str | None
@@ -53,6 +57,11 @@ class MetaEvalRow:
     @property
     def item(self) -> tuple[str, str, str]:
         return (self.prompt_id, self.completion_id, self.category)
+
+    @property
+    def missing(self) -> list[str]:
+        """The text fields the row left out."""
+        return [name for name, value in (("prompt", self.messages), ("completion", self.completion)) if value is None]
 
 
 @dataclass(frozen=True)
@@ -117,10 +126,10 @@ def _labels(line: int, data: dict) -> tuple[tuple[tuple[str, bool], ...], tuple[
     out: list[tuple[str, bool]] = []
     repeated: list[str] = []
     for i, (pid, label) in enumerate(zip(ids, labels, strict=True)):
-        if not isinstance(pid, str) or not PHYSICIAN_ID.fullmatch(pid):
-            raise _fail(
-                line, f"anonymized_physician_ids[{i}]", f"{json.dumps(pid)} is not an id of 64 lowercase hex digits"
-            )
+        if not isinstance(pid, str) or not pid.strip():
+            raise _fail(line, f"anonymized_physician_ids[{i}]", f"{json.dumps(pid)} is not a non-empty string id")
+        if len(pid) > MAX_PHYSICIAN_ID:
+            raise _fail(line, f"anonymized_physician_ids[{i}]", f"is longer than {MAX_PHYSICIAN_ID} characters")
         if pid in first:
             if labels[first[pid]] != label:
                 raise _fail(
@@ -139,12 +148,17 @@ def parse_meta_eval_line(line: int, raw: bytes) -> MetaEvalRow:
     """Parse one line of a meta-eval file; raise RowInvalid naming the line and field."""
     data = load_object(line, raw, META_EVAL_KEYS, META_EVAL_REQUIRED, "a meta-eval row")
     prompt_id = _name(line, data, "prompt_id", MAX_PROMPT_ID)
-    messages = parse_messages(line, data["prompt"])
-    if not isinstance(data["completion"], str):
+    messages = parse_messages(line, data["prompt"]) if "prompt" in data else None
+    completion = data.get("completion")
+    if "completion" in data and not isinstance(completion, str):
         raise _fail(line, "completion", "must be a string")
-    rubric = data["rubric"]
-    if not isinstance(rubric, str) or not rubric.strip():
+    rubric = data.get("rubric")
+    if "rubric" in data and (not isinstance(rubric, str) or not rubric.strip()):
         raise _fail(line, "rubric", "must be the non-empty text of the consensus criterion")
+    for key in ("item_id", "dataset"):
+        # Kept by third-party reductions; not stored, but they must be what they claim to be.
+        if key in data and not isinstance(data[key], str):
+            raise _fail(line, key, "must be a string")
     canary = data.get("canary")
     if "canary" in data and not isinstance(canary, str):
         raise _fail(line, "canary", "must be a string")
@@ -153,7 +167,7 @@ def parse_meta_eval_line(line: int, raw: bytes) -> MetaEvalRow:
         line=line,
         prompt_id=prompt_id,
         messages=messages,
-        completion=data["completion"],
+        completion=completion,
         completion_id=_name(line, data, "completion_id", MAX_COMPLETION_ID),
         category=_category(line, data),
         rubric=rubric,
@@ -234,10 +248,11 @@ def parse_meta_eval_lines(lines: Iterable[bytes]) -> MetaEvalFile:
         else:
             found = [
                 e for e in (
-                    prompts.check(number, row.prompt_id, row.messages),
+                    prompts.check(number, row.prompt_id, row.messages) if row.messages is not None else None,
                     owners.check(number, row.completion_id, row.prompt_id),
-                    completions.check(number, row.completion_id, row.completion),
-                    rubrics.check(number, row.category, row.rubric),
+                    completions.check(number, row.completion_id, row.completion)
+                    if row.completion is not None else None,
+                    rubrics.check(number, row.category, row.rubric) if row.rubric is not None else None,
                 ) if e is not None
             ]  # fmt: skip
             if row.item in items:
@@ -252,7 +267,8 @@ def parse_meta_eval_lines(lines: Iterable[bytes]) -> MetaEvalFile:
             if not found:
                 parsed.rows.append(row)
                 parsed.warnings.extend(
-                    f"line {number}: physician {pid[:12]}… is listed twice with the same label; counted once"
+                    f"line {number}: physician {pid[:12]}… is listed twice with the same label; stored once "
+                    "(the reference would count both pairs)"
                     for pid in row.repeated
                 )
         if not all(errors.add(e) for e in found):

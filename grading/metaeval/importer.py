@@ -5,9 +5,18 @@ A meta-eval row becomes: the conversation (matched by prompt_id, or created in s
 criterion of its category (created from the row's rubric when the catalogue lacks it), that
 criterion attached to the conversation, the anonymized physicians and their labels. Importing
 the same file again finds everything and writes nothing.
+
+A label-only row (no prompt, completion or rubric) takes its criterion from the consensus
+catalogue and its conversation and response from what is stored. Where those are not stored
+either, they are created without text (subset `meta-eval-labels-only`, never `meta-eval`, so
+no run grades an empty conversation); a later file with the text fills it in. A physician
+listed twice with the same label on one item is stored once (one label per physician and
+item); the label keeps the count in `PhysicianLabel.repeats` so reports can say that the
+reference would have counted every listing as a pair.
 """
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +42,7 @@ from grading.models import Response
 from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
 META_EVAL_SUBSET = "meta-eval"
+LABELS_ONLY_SUBSET = "meta-eval-labels-only"
 CRITERION_COLUMNS = [
     "conversation_id", "position", "text", "points", "tags", "level", "axis",
     "consensus_criterion_id", "author_id", "flagged_for_review", "created", "updated",
@@ -77,6 +87,11 @@ class MetaEvalImportSummary:
     physicians_created: int = 0
     labels_created: int = 0
     labels_present: int = 0
+    label_only_rows: int = 0
+    conversations_without_text: int = 0
+    responses_without_text: int = 0
+    texts_filled_in: int = 0
+    labels_merged: int = 0  # repeated (physician, item) listings stored as one label
     warnings: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
@@ -85,6 +100,18 @@ class MetaEvalImportSummary:
             f"known), {self.responses_created} responses, {self.consensus_criteria_created} consensus criteria added "
             f"to the catalogue, {self.criteria_attached} criteria attached, {self.physicians_created} physicians, "
             f"{self.labels_created} physician labels added ({self.labels_present} already stored)"
+            + (
+                f"; {self.label_only_rows} label-only rows ({self.conversations_without_text} conversations and "
+                f"{self.responses_without_text} responses stored without text)"
+                if self.label_only_rows
+                else ""
+            )
+            + (f"; {self.texts_filled_in} stored texts filled in" if self.texts_filled_in else "")
+            + (
+                f"; {self.labels_merged} repeated physician labels merged (the reference counts each as a pair)"
+                if self.labels_merged
+                else ""
+            )
         )
 
 
@@ -95,6 +122,8 @@ def meta_eval_import(*, lines: Iterable[bytes]) -> MetaEvalImportSummary:
     except FileInvalid as exc:
         raise ImportFailed(exc.errors) from None
     summary = MetaEvalImportSummary(rows=len(parsed.rows), warnings=list(parsed.warnings))
+    summary.label_only_rows = sum(1 for r in parsed.rows if r.missing or r.rubric is None)
+    summary.labels_merged = sum(len(r.repeated) for r in parsed.rows)
     with transaction.atomic():
         _store_meta_eval(parsed.rows, summary)
     return summary
@@ -109,18 +138,31 @@ def _theme_of(cluster: str) -> str:
 def _catalogue(
     rows: list[MetaEvalRow], summary: MetaEvalImportSummary, errors: list[RowError]
 ) -> dict[str, ConsensusCriterion]:
-    first = {}
+    first: dict[str, MetaEvalRow] = {}
     for row in rows:
-        first.setdefault(row.category, row)
+        # A row with the rubric text is the one to check against, or to create from.
+        if row.category not in first or (first[row.category].rubric is None and row.rubric is not None):
+            first[row.category] = row
     found = {c.cluster: c for c in ConsensusCriterion.objects.filter(cluster__in=list(first))}
     for cluster, entry in found.items():
-        if entry.text != first[cluster].rubric:
+        if first[cluster].rubric is not None and entry.text != first[cluster].rubric:
             errors.append(
                 RowError(
                     first[cluster].line, "rubric", f"differs from the catalogue's text for {cluster}; not imported"
                 )
             )
-    missing = [c for c in first if c not in found]
+    unknown = {c for c, row in first.items() if c not in found and row.rubric is None}
+    for row in rows:
+        if row.category in unknown:
+            errors.append(
+                RowError(
+                    row.line,
+                    "rubric",
+                    f"is missing and the consensus catalogue has no {row.category}: give the rubric text, or "
+                    "import a HealthBench or meta-eval file that holds this criterion first",
+                )
+            )
+    missing = [c for c in first if c not in found and c not in unknown]
     if not missing:
         return found
     # A meta-eval row names no axis. Take it from a stored rubric item with that cluster tag if
@@ -133,7 +175,7 @@ def _catalogue(
             if tag in first and axis:
                 axes.setdefault(tag, axis)
     ConsensusCriterion.objects.bulk_create(
-        ConsensusCriterion(cluster=c, text=first[c].rubric, points=5, axis=axes.get(c, ""), theme=_theme_of(c))
+        ConsensusCriterion(cluster=c, text=first[c].rubric or "", points=5, axis=axes.get(c, ""), theme=_theme_of(c))
         for c in missing
     )
     summary.consensus_criteria_created = len(missing)
@@ -146,17 +188,32 @@ def _catalogue(
     return {c.cluster: c for c in ConsensusCriterion.objects.filter(cluster__in=list(first))}
 
 
-def _conversations(rows: list[MetaEvalRow], errors: list[RowError]) -> dict[str, int]:
-    first: dict[str, MetaEvalRow] = {}
+def _first_with(rows: list[MetaEvalRow], key, text) -> dict:
+    """The first row of each key, preferring one that carries the text."""
+    first: dict = {}
     for row in rows:
-        first.setdefault(row.prompt_id, row)
+        k = key(row)
+        if k not in first or (text(first[k]) is None and text(row) is not None):
+            first[k] = row
+    return first
+
+
+def _conversations(rows: list[MetaEvalRow], errors: list[RowError], summary: MetaEvalImportSummary) -> dict[str, int]:
+    first = _first_with(rows, lambda r: r.prompt_id, lambda r: r.messages)
     ids: dict[str, int] = {}
     for chunk in _chunks(list(first)):
         for prompt_id, pk, messages in Conversation.objects.filter(prompt_id__in=chunk).values_list(
             "prompt_id", "id", "messages"
         ):
             ids[prompt_id] = pk
-            if messages != first[prompt_id].messages:
+            incoming = first[prompt_id].messages
+            if incoming is None:
+                continue  # a label-only row: the stored conversation stands
+            if messages == []:
+                # Stored from a label-only row: this file brings its text.
+                Conversation.objects.filter(pk=pk).update(messages=incoming)
+                summary.texts_filled_in += 1
+            elif messages != incoming:
                 errors.append(
                     RowError(
                         first[prompt_id].line,
@@ -170,27 +227,38 @@ def _conversations(rows: list[MetaEvalRow], errors: list[RowError]) -> dict[str,
 def _store_meta_eval(rows: list[MetaEvalRow], summary: MetaEvalImportSummary) -> None:
     errors: list[RowError] = []
     catalogue = _catalogue(rows, summary, errors)
-    conversation_ids = _conversations(rows, errors)
+    conversation_ids = _conversations(rows, errors, summary)
     summary.conversations_matched = len(conversation_ids)
     if errors:
         raise ImportFailed(_capped(errors))
     now = db_now()
 
-    first_row: dict[str, MetaEvalRow] = {}
-    for r in rows:
-        if r.prompt_id not in conversation_ids:
-            first_row.setdefault(r.prompt_id, r)
+    first_row = _first_with(
+        [r for r in rows if r.prompt_id not in conversation_ids], lambda r: r.prompt_id, lambda r: r.messages
+    )
     # New conversations get ids in file order, as the HealthBench import gives them.
     new_rows = list(first_row.values())
     codes = iter(new_codes(len(new_rows)))
     new_ids = insert_rows(
         Conversation,
         ["code", "prompt_id", "messages", "example_tags", "theme", "canary", "author_id", "created"],
-        [(next(codes), r.prompt_id, db_json(r.messages), "[]", "", r.canary, None, now) for r in new_rows],
+        [(next(codes), r.prompt_id, db_json(r.messages or []), "[]", "", r.canary, None, now) for r in new_rows],
     )
     conversation_ids.update(zip((r.prompt_id for r in new_rows), new_ids, strict=True))
     summary.conversations_created = len(new_rows)
-    _join_subset(META_EVAL_SUBSET, list(dict.fromkeys(conversation_ids[r.prompt_id] for r in rows)), now)
+    textless = {r.prompt_id for r in new_rows if r.messages is None}
+    summary.conversations_without_text = len(textless)
+    _join_subset(
+        META_EVAL_SUBSET,
+        list(dict.fromkeys(conversation_ids[r.prompt_id] for r in rows if r.prompt_id not in textless)),
+        now,
+    )
+    if textless:
+        _join_subset(
+            LABELS_ONLY_SUBSET,
+            list(dict.fromkeys(conversation_ids[r.prompt_id] for r in rows if r.prompt_id in textless)),
+            now,
+        )
 
     criterion_ids = _attach(rows, conversation_ids, catalogue, summary, now)
     response_ids = _responses(rows, conversation_ids, summary, errors, now)
@@ -261,9 +329,9 @@ def _responses(
     now: Any,
 ) -> dict[tuple[int, str], int]:
     """(conversation id, completion_id) -> response id; a stored response must hold the same text."""
-    first: dict[tuple[int, str], MetaEvalRow] = {}
-    for r in rows:
-        first.setdefault((conversation_ids[r.prompt_id], r.completion_id), r)
+    first: dict[tuple[int, str], MetaEvalRow] = _first_with(
+        rows, lambda r: (conversation_ids[r.prompt_id], r.completion_id), lambda r: r.completion
+    )
     found: dict[tuple[int, str], int] = {}
     for chunk in _chunks(list(dict.fromkeys(k[1] for k in first))):
         stored = Response.objects.filter(completion_id__in=chunk).order_by("id")
@@ -272,7 +340,15 @@ def _responses(
             if key not in first or key in found:
                 continue
             found[key] = pk
-            if digest != _md5(first[key].completion):
+            incoming = first[key].completion
+            if incoming is None:
+                continue  # a label-only row: the stored response stands
+            if digest == _md5(""):
+                if incoming:
+                    # Stored from a label-only row: this file brings its text.
+                    Response.objects.filter(pk=pk).update(text=incoming)
+                    summary.texts_filled_in += 1
+            elif digest != _md5(incoming):
                 errors.append(
                     RowError(
                         first[key].line,
@@ -286,12 +362,13 @@ def _responses(
         Response,
         RESPONSE_COLUMNS,
         [
-            (next(codes), cid, first[(cid, c)].completion, Response.Source.IMPORTED, "", "{}", 0, c, None, now)
+            (next(codes), cid, first[(cid, c)].completion or "", Response.Source.IMPORTED, "", "{}", 0, c, None, now)
             for cid, c in new
         ],
     )
     found.update(zip(new, ids, strict=True))
     summary.responses_created = len(new)
+    summary.responses_without_text = sum(1 for key in new if first[key].completion is None)
     return found
 
 
@@ -299,7 +376,9 @@ def _physicians(rows: list[MetaEvalRow], summary: MetaEvalImportSummary, now: An
     wanted = list(dict.fromkeys(pid for r in rows for pid, _ in r.labels))
     found: dict[str, int] = {}
     for chunk in _chunks(wanted):
-        found.update(Physician.objects.filter(anonymized_id__in=chunk).values_list("anonymized_id", "id"))
+        for anonymized_id, pk in Physician.objects.filter(anonymized_id__in=chunk).values_list("anonymized_id", "id"):
+            if anonymized_id is not None:
+                found[anonymized_id] = pk
     new = [pid for pid in wanted if pid not in found]
     codes = iter(new_codes(len(new)))
     ids = insert_rows(
@@ -337,10 +416,11 @@ def _labels(
         conversation = conversation_ids[r.prompt_id]
         rid = response_ids[(conversation, r.completion_id)]
         crid = criterion_ids[(conversation, catalogue[r.category].id)]
+        repeats = Counter(r.repeated)
         for i, (anonymized_id, met) in enumerate(r.labels):
             key = (physician_ids[anonymized_id], rid, crid)
             if key not in stored:
-                new.append((*key, met, "", now))
+                new.append((*key, met, "", repeats[anonymized_id], now))
                 continue
             summary.labels_present += 1
             if stored[key] != met:
@@ -353,5 +433,7 @@ def _labels(
                     )
                 )
     if not errors:
-        insert_rows(PhysicianLabel, ["physician_id", "response_id", "criterion_id", "met", "comment", "created"], new)
+        insert_rows(
+            PhysicianLabel, ["physician_id", "response_id", "criterion_id", "met", "comment", "repeats", "created"], new
+        )
         summary.labels_created = len(new)

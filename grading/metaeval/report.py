@@ -17,6 +17,7 @@ import numpy as np
 from django.core.paginator import Paginator
 
 from grading.metaeval import agreement as metaeval
+from grading.metaeval.chance import ALPHA, KAPPA, ChanceMetric, grader_kappa, physician_alpha
 from grading.metaeval.charts import COLOURS, Lane, strip_chart
 from grading.metaeval.selectors import ItemDetail, RunLabels, item_details, item_keys, run_labels
 from grading.models import Run
@@ -45,6 +46,9 @@ CSV_COLUMNS = (
     ("percentile", "share of physicians the grader beats, a tie counting half"),
     ("physician_median", "median of the physicians' values of the same metric"),
 )
+# Chance-corrected rows (metric cohen_kappa / krippendorff_alpha) use the same columns; n counts
+# pairs for kappa and pairable physician labels for alpha. An undefined value is written as this.
+UNDEFINED = "undefined"
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,13 @@ def run_meta_eval_analysis(*, run: Run, seed: int = DEFAULT_SEED) -> Analysis:
     data = run_labels(run=run)
     result = metaeval.meta_eval_report(
         data.labels, data.grader, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=seed
+    )
+    # Streams of their own, so adding these left the macro F1 intervals of a seed unchanged.
+    result["kappa"] = grader_kappa(
+        data.labels, data.grader, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=np.random.default_rng([seed, 1])
+    )
+    result["alpha"] = physician_alpha(
+        data.labels, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=np.random.default_rng([seed, 2])
     )
     return Analysis(data=data, result=result, seed=seed)
 
@@ -98,11 +109,17 @@ def report_document(analysis: Analysis) -> dict[str, Any]:
             "labels": int(data.labels.item.size),
             "physicians": len(data.labels.physician_ids),
             "categories": len(data.labels.category_names),
+            # Repeated listings of one physician on one item, stored as one label: the reference
+            # counts each listing as a pair, so its pair counts exceed ours by these.
+            "labels_merged": data.labels_merged,
         },
         "model": result["model"],
         "physicians": result["physician"],
         "intervals": result["intervals"],
         "ranks": result["rank"],
+        # Chance-corrected agreement (grading/metaeval/chance.py): value None where undefined.
+        "cohen_kappa": result["kappa"],
+        "krippendorff_alpha": result["alpha"],
         # Items where the grader differs from the physicians' strict majority, strongest first.
         "disagreements": _items(analysis, flagged["item"]),
         # Items with a physician tie, which the grader labelled: worth a look, not counted above.
@@ -143,6 +160,13 @@ def report_csv(document: dict[str, Any]) -> str:
             rank.get("percentile"), median,
         ]  # fmt: skip
         writer.writerow(["" if c is None else c for c in cells])
+    for table in (document["cohen_kappa"], document["krippendorff_alpha"]):
+        for name, chance in table.items():
+            scope, base = _split(name)
+            value = UNDEFINED if chance["value"] is None else chance["value"]
+            cells = [scope, base, chance["n"], value, chance["low"], chance["high"], chance["n_defined"],
+                     chance["n_resamples"]]  # fmt: skip
+            writer.writerow(["" if c is None else c for c in cells] + [""] * (len(CSV_COLUMNS) - len(cells)))
     return out.getvalue()
 
 
@@ -160,7 +184,7 @@ def _scope_counts(data: RunLabels, indices: list[int] | np.ndarray) -> dict[str,
 
 def report_page(analyses: list[Analysis]) -> dict[str, Any]:
     """What the report page shows for one or more runs side by side: a summary and one row per scope."""
-    runs = []
+    runs: list[dict[str, Any]] = []
     for index, a in enumerate(analyses):
         runs.append({
             "run": a.data.run,
@@ -169,6 +193,7 @@ def report_page(analyses: list[Analysis]) -> dict[str, Any]:
             "missing": a.data.n_missing,
             "labels": int(a.data.labels.item.size),
             "physicians": len(a.data.labels.physician_ids),
+            "labels_merged": a.data.labels_merged,
             "items_by_scope": _scope_counts(a.data, np.arange(a.data.n_items)),
             "flagged_by_scope": _scope_counts(a.data, a.result["disagreements"]["item"]),
         })  # fmt: skip
@@ -183,6 +208,8 @@ def report_page(analyses: list[Analysis]) -> dict[str, Any]:
             rank = a.result["rank"].get(prefix + MACRO_F1, {})
             peers = a.result["physician"].get(f"{prefix}pairwise_physician_{metaeval.MACRO_F1}", {})
             value = model["value"] if model else None
+            kappa: ChanceMetric | dict = a.result["kappa"].get(prefix + KAPPA, {})
+            alpha: ChanceMetric | dict = a.result["alpha"].get(prefix + ALPHA, {})
             cells.append({
                 "run": summary["run"],
                 "colour": summary["colour"],
@@ -195,6 +222,8 @@ def report_page(analyses: list[Analysis]) -> dict[str, Any]:
                 "n_physicians": len(peers),
                 "percentile": rank.get("percentile"),
                 "physician_median": statistics.median(m["value"] for m in peers.values()) if peers else None,
+                "kappa": kappa,
+                "alpha": alpha,
             })  # fmt: skip
             lanes.append(
                 Lane(

@@ -12,6 +12,7 @@ Everything is read with values_list in a fixed number of queries, whatever the d
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from django.db.models import Count, Exists, OuterRef
@@ -35,6 +36,9 @@ class RunLabels:
     # Per item, the stored ids, to look items up again for display.
     response_id: np.ndarray
     criterion_id: np.ndarray
+    # Repeated listings of one physician on one item that an import stored as one label
+    # (PhysicianLabel.repeats): the reference would count each as a further pair.
+    labels_merged: int = 0
 
     @property
     def n_items(self) -> int:
@@ -72,7 +76,7 @@ def _physician_names(ids: list[int]) -> dict[int, str]:
         for pk, username, anonymized_id in Physician.objects.filter(id__in=chunk).values_list(
             "id", "user__username", "anonymized_id"
         ):
-            names[pk] = username or anonymized_id
+            names[pk] = username or anonymized_id or f"physician {pk}"
     return names
 
 
@@ -82,9 +86,11 @@ def run_labels(*, run: Run) -> RunLabels:
     rows = (
         _counted_labels()
         .filter(Exists(graded))
-        .values_list("response_id", "criterion_id", "physician_id", "criterion__consensus_criterion_id", "met")
+        .values_list(
+            "response_id", "criterion_id", "physician_id", "criterion__consensus_criterion_id", "met", "repeats"
+        )
     )
-    table = np.array(list(rows), dtype=np.int64).reshape(-1, 5)
+    table = np.array(list(rows), dtype=np.int64).reshape(-1, 6)
     pairs, inverse = np.unique(table[:, :2], axis=0, return_inverse=True)
     item = inverse.reshape(-1)
     n_items = pairs.shape[0]
@@ -119,7 +125,14 @@ def run_labels(*, run: Run) -> RunLabels:
         physician_ids=physician_ids,
         n_items=n_items,
     )
-    return RunLabels(run=run, labels=labels, grader=grader, response_id=pairs[:, 0], criterion_id=pairs[:, 1])
+    return RunLabels(
+        run=run,
+        labels=labels,
+        grader=grader,
+        response_id=pairs[:, 0],
+        criterion_id=pairs[:, 1],
+        labels_merged=int(table[:, 5].sum()),
+    )
 
 
 def _find_pairs(sorted_pairs: np.ndarray, pairs: np.ndarray) -> np.ndarray:
@@ -201,13 +214,13 @@ def item_details(*, run: Run, items: list[tuple[int, int]]) -> list[ItemDetail]:
             ItemDetail(
                 prompt_id=response["conversation__prompt_id"],
                 completion_id=response["completion_id"],
-                messages=response["conversation__messages"],
+                messages=cast(list[dict[str, str]], response["conversation__messages"]),
                 response=response["text"],
                 category=criterion["consensus_criterion__cluster"],
                 criterion=criterion["text"],
-                grade_status=grade["status"],
-                grade_met=grade["met"],
-                explanation=grade["explanation"],
+                grade_status=str(grade["status"] or ""),
+                grade_met=cast(bool | None, grade["met"]),
+                explanation=str(grade["explanation"] or ""),
             )
         )
     return out

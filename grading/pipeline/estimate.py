@@ -44,6 +44,9 @@ class RunSpec:
     subset: Subset | None = None
     policy: Endpoint | None = None
     samples: int = 1
+    # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
+    length_adjusted: bool = False
+    healthbench_professional: bool = False
 
 
 def run_concurrency(spec: RunSpec) -> int:

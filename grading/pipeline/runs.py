@@ -139,6 +139,8 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 policy_model=spec.policy.model if spec.policy else "",
                 samples=spec.samples if spec.policy or spec.responses_from is None else spec.responses_from.samples,
                 use_cache=spec.use_cache,
+                length_adjusted=spec.length_adjusted,
+                healthbench_professional=spec.healthbench_professional,
                 responses_from=spec.responses_from,
                 subset=spec.subset,
                 # Every run names the exact members and rubrics it graded.

@@ -66,11 +66,18 @@ class RunForm(forms.Form):
     )  # fmt: skip
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=16)
     use_cache = forms.BooleanField(required=False, initial=True, label="Reuse grades of identical earlier requests")
+    length_adjusted = forms.BooleanField(
+        required=False, label="Report length-adjusted scores",
+        help_text="HealthBench Professional's adjustment: 0.0147 off per 500 characters beyond 2,000",
+    )  # fmt: skip
+    healthbench_professional = forms.BooleanField(
+        required=False, label="HealthBench Professional run", help_text="Scores with the length adjustment"
+    )
 
     GROUPS = [
         ("What to grade", ["name", "source", "responses_from", "subset", "policy", "samples"]),
         ("Grader", ["grader", "grader_template"]),
-        ("Run", ["concurrency", "use_cache"]),
+        ("Run", ["concurrency", "use_cache", "length_adjusted", "healthbench_professional"]),
     ]
 
     def groups(self) -> list[tuple[str, list[forms.BoundField]]]:
@@ -105,6 +112,8 @@ class RunForm(forms.Form):
             template=data["grader_template"].replace("\r\n", "\n") or DEFAULT_TEMPLATE,
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
+            length_adjusted=data["length_adjusted"],
+            healthbench_professional=data["healthbench_professional"],
             responses_from=None if sampled else data["responses_from"],
             subset=data["subset"] if sampled else None,
             policy=data["policy"] if sampled else None,

@@ -1,8 +1,11 @@
-"""Comparing two runs: score differences with intervals, and a length-controlled win rate.
+"""Comparing two runs: paired score differences with intervals, and a length-controlled win rate.
 
-Pure numpy. The runs may grade different responses (different models), so each run is
-resampled on its own: the interval of a difference comes from pairs of independent
-bootstrap resamples, each side's mean clipped to [0, 1] as every HealthBench score is.
+Pure numpy. Two runs over the same prompts are compared on their shared prompts only, with a
+paired bootstrap: each resample draws shared prompts with replacement and takes both runs'
+responses to each drawn prompt, so prompt difficulty cancels out of the difference. Each
+side's mean is clipped to [0, 1], as every HealthBench score is. Identical runs give a
+difference of exactly 0 in every resample, hence a zero-width interval; prompts only one run
+has are left out and counted.
 """
 
 from collections.abc import Mapping
@@ -16,44 +19,87 @@ N_RESAMPLES = 1000
 LENGTH_TOLERANCE = 0.10
 
 
-def _resampled_means(values: FloatArray, n_resamples: int, rng: np.random.Generator) -> FloatArray:
-    index = rng.integers(0, values.size, size=(n_resamples, values.size))
-    return np.clip(values[index].mean(axis=1), 0.0, 1.0)
+def shared_prompts(prompt_a: npt.ArrayLike, prompt_b: npt.ArrayLike) -> dict[str, int]:
+    """How many prompts both runs have, how many only one has, and the responses left out."""
+    pa, pb = np.asarray(prompt_a), np.asarray(prompt_b)
+    shared = np.intersect1d(pa, pb)
+    return {
+        "shared": int(shared.size),
+        "only_a": int(np.setdiff1d(pa, shared).size),
+        "only_b": int(np.setdiff1d(pb, shared).size),
+        "responses_left_out_a": int((~np.isin(pa, shared)).sum()),
+        "responses_left_out_b": int((~np.isin(pb, shared)).sum()),
+    }
+
+
+def _per_prompt(values: FloatArray, prompt: npt.NDArray, shared: npt.NDArray) -> tuple[FloatArray, FloatArray]:
+    # Floats on both sides: the bootstrap divides weighted sums by weighted counts.
+    """Sum and count of the non-NaN values of each shared prompt (zeros where it has none)."""
+    at = np.searchsorted(shared, prompt)
+    keep = ~np.isnan(values) & (at < shared.size)
+    keep[keep] &= shared[at[keep]] == prompt[keep]
+    sums = np.bincount(at[keep], weights=values[keep], minlength=shared.size).astype(np.float64)
+    counts = np.bincount(at[keep], minlength=shared.size).astype(np.float64)
+    return sums, counts
 
 
 def metric_differences(
     a: Mapping[str, FloatArray],
+    prompt_a: npt.ArrayLike,
     b: Mapping[str, FloatArray],
+    prompt_b: npt.ArrayLike,
     *,
     n_resamples: int = N_RESAMPLES,
     confidence: float = 0.95,
     seed: int | None = 0,
 ) -> dict[str, dict]:
-    """For every metric both runs have: clipped means, B - A, and a bootstrap interval of B - A.
+    """For every metric both runs have on their shared prompts: clipped means, B - A, and a
+    paired bootstrap interval of B - A.
 
     Inputs are per-response metric columns (NaN where a response lacks the metric), as
-    `scoring.score_grades` returns them.
+    `scoring.score_grades` returns them, and the prompt of each response. A metric counts
+    only on shared prompts where both runs have it. Resamples in which one side drew no
+    response with the metric are dropped (``n_defined`` says how many remain).
     """
-    rng = np.random.default_rng(seed)
-    tail = (1.0 - confidence) / 2.0
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must lie strictly between 0 and 1")
+    pa, pb = np.asarray(prompt_a), np.asarray(prompt_b)
+    shared = np.intersect1d(pa, pb)
     out: dict[str, dict] = {}
+    if shared.size == 0:
+        return out
+    rng = np.random.default_rng(seed)
+    # One draw of prompts serves every metric, so the metrics of one resample stay consistent.
+    weights = rng.multinomial(shared.size, np.full(shared.size, 1.0 / shared.size), size=n_resamples).astype(np.float64)
+    tail = (1.0 - confidence) / 2.0
     for name in sorted(set(a) & set(b)):
-        va, vb = a[name][~np.isnan(a[name])], b[name][~np.isnan(b[name])]
-        if va.size == 0 or vb.size == 0:
+        sum_a, n_a = _per_prompt(np.asarray(a[name], dtype=np.float64), pa, shared)
+        sum_b, n_b = _per_prompt(np.asarray(b[name], dtype=np.float64), pb, shared)
+        both = (n_a > 0) & (n_b > 0)
+        if not both.any():
             continue
-        mean_a, mean_b = float(np.clip(va.mean(), 0, 1)), float(np.clip(vb.mean(), 0, 1))
-        diffs = _resampled_means(vb, n_resamples, rng) - _resampled_means(va, n_resamples, rng)
-        low, high = np.quantile(diffs, [tail, 1.0 - tail])
+        sum_a, n_a, sum_b, n_b = (np.where(both, x, 0.0) for x in (sum_a, n_a, sum_b, n_b))
+        mean_a = float(np.clip(sum_a.sum() / n_a.sum(), 0, 1))
+        mean_b = float(np.clip(sum_b.sum() / n_b.sum(), 0, 1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            boot_a = np.clip((weights @ sum_a) / (weights @ n_a), 0, 1)
+            boot_b = np.clip((weights @ sum_b) / (weights @ n_b), 0, 1)
+        diffs = boot_b - boot_a
+        diffs = diffs[~np.isnan(diffs)]
+        low, high = (float(x) for x in np.quantile(diffs, [tail, 1.0 - tail])) if diffs.size else (None, None)
         out[name] = {
             "a": mean_a,
             "b": mean_b,
             "difference": mean_b - mean_a,
-            "low": float(low),
-            "high": float(high),
-            "n_a": int(va.size),
-            "n_b": int(vb.size),
+            "low": low,
+            "high": high,
+            "n_a": int(n_a.sum()),
+            "n_b": int(n_b.sum()),
+            "n_prompts": int(both.sum()),
+            "n_defined": int(diffs.size),
+            "n_resamples": n_resamples,
             # The interval leaves out zero: B differs from A beyond resampling noise.
-            "clear": bool(low > 0 or high < 0),
+            "clear": bool(low is not None and high is not None and (low > 0 or high < 0)),
         }
     return out
 

@@ -8,7 +8,8 @@ The report is a JSON-ready dict::
      "consensus_error_rates": {"cluster:...": {"error_rate", "n_errors", "n_graded", "n_missing"}},
      "length_score_correlation": float | None,
      "counts": {...},                       # grades graded / failed / missing, responses scored / left out
-     "reused": int}                         # grades taken over from an earlier run (Grade.reused)
+     "reused": int,                         # grades taken over from an earlier run (Grade.reused)
+     "length_adjustment": None | {"centre": int, "penalty_per_500": float}}
 
 ``metrics`` has exactly the keys simple-evals writes in its results file: ``overall_score``,
 every example tag (``theme:...``) and rubric tag (``axis:...``, ``cluster:...``, ``level:...``),
@@ -18,6 +19,11 @@ each with ``:n_samples`` and ``:bootstrap_std``, plus its stray ``score:n_sample
 A response with a grade that failed, or with fewer grade rows than the criteria it should
 have been graded on (missing; see grading.reports.selectors), is left out of every score and
 counted, never scored as "not met".
+
+A run scored with HealthBench Professional's length adjustment (Run.scores_length_adjusted)
+also has ``overall_score_length_adjusted`` and ``<tag>_length_adjusted`` for every example
+tag (theme, physician_agreed_category) and axis in ``metrics``, each with ``:n_samples`` and ``:bootstrap_std`` (see
+grading.reports.scoring.length_adjusted), and ``length_adjustment`` names the constants used.
 """
 
 import csv
@@ -52,10 +58,25 @@ class RunReport:
     ranked_status: list[str]
 
 
-def _report_data(grades: RunGrades, scores: scoring.ResponseScores, seed: int | None) -> dict:
+def length_adjustment(run: Run) -> dict | None:
+    """The constants a run's report adjusts with, or None when it does not."""
+    if not run.scores_length_adjusted:
+        return None
+    return {"centre": run.length_centre, "penalty_per_500": run.length_penalty}
+
+
+def _report_data(grades: RunGrades, scores: scoring.ResponseScores, seed: int | None, adjustment: dict | None) -> dict:
     overall = scores["metrics"][scoring.OVERALL]
     if scores["n_scored"]:
-        summary = scoring.reference_summary(scoring.aggregate_columns(scores["metrics"], seed=seed))
+        columns = dict(scores["metrics"])
+        if adjustment is not None:
+            columns |= scoring.length_adjusted_columns(
+                columns,
+                grades.response_length,
+                centre=adjustment["centre"],
+                penalty=adjustment["penalty_per_500"],
+            )
+        summary = scoring.reference_summary(scoring.aggregate_columns(columns, seed=seed))
         score = summary.pop("score")
     else:
         summary, score = {}, None
@@ -86,6 +107,7 @@ def _report_data(grades: RunGrades, scores: scoring.ResponseScores, seed: int | 
             "examples_unscorable": scores["n_unscorable"],
         },
         "reused": grades.n_reused,
+        "length_adjustment": adjustment,
     }
 
 
@@ -102,7 +124,7 @@ def run_report(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
     # NaN (left out) sorts last; ties keep response order, which is file order for an imported run.
     order = np.argsort(overall, kind="stable")
     return RunReport(
-        data=_report_data(grades, scores, seed),
+        data=_report_data(grades, scores, seed, length_adjustment(run)),
         ranked_response_ids=grades.response_ids[order],
         ranked_scores=overall[order],
         ranked_status=status[order].tolist(),
@@ -123,7 +145,13 @@ def run_report_cached(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport
     The key holds the run's code, not its id: ids come back after a rollback on SQLite."""
     if seed is None:
         return run_report(run=run, seed=None)
-    key = "run-report:v1:{}:{}:{}".format(run.code, seed, ":".join(map(str, run_fingerprint(run=run))))
+    options = length_adjustment(run)
+    key = "run-report:v2:{}:{}:{}:{}".format(
+        run.code,
+        seed,
+        ":".join(map(str, run_fingerprint(run=run))),
+        "" if options is None else f"{options['centre']}:{options['penalty_per_500']!r}",
+    )
     report = cache.get(key)
     if report is None:
         report = run_report(run=run, seed=seed)
@@ -164,4 +192,9 @@ def report_csv(data: dict) -> str:
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(metric_rows(data))
+    adjustment = data.get("length_adjustment")
+    if adjustment:
+        # The constants travel with the numbers they produced.
+        for key, value in adjustment.items():
+            writer.writerow({"name": f"length_adjustment:{key}", "value": value})
     return out.getvalue()

@@ -13,6 +13,11 @@ recomputed from the grades, and ``htmls``/``convos`` repeat what the examples ho
 ``criteria_met`` is true or false for a grade, and null for a grade that failed (our own
 tools write null; the reference retries until it gets a boolean). Anything else is an error
 naming the example, its prompt_id and the field.
+
+:func:`results_document` and :func:`dump_results` write such a file (``export_run``). Beside
+the reference's keys, a length-adjusted run writes each example's ``length_adjusted_score``
+and ``metadata.length_adjustment`` (its constants), which reference tools ignore and
+``import_run`` reads back.
 """
 
 import json
@@ -63,6 +68,12 @@ class GradedItem:
 
     def key(self) -> tuple[str, int, tuple[str, ...]]:
         return (self.criterion, self.points, self.tags)
+
+
+@dataclass(frozen=True)
+class LengthAdjustment:
+    centre: int
+    penalty_per_500: float
 
 
 @dataclass(frozen=True)
@@ -128,7 +139,7 @@ def _parse_item(i: int, value: Any) -> GradedItem:
 def _tokens(usage: Any, key: str) -> int | None:
     if isinstance(usage, dict):
         value = usage.get(key)
-        if _is_int(value) and value >= 0:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
     return None
 
@@ -198,8 +209,41 @@ def _load(data: bytes | mmap.mmap) -> Any:
     return document["metadata"]
 
 
+def _length_adjustment(metadata: dict) -> LengthAdjustment | None:
+    value = metadata.get("length_adjustment")
+    if value is None:
+        return None
+    centre = value.get("centre") if isinstance(value, dict) else None
+    penalty = value.get("penalty_per_500") if isinstance(value, dict) else None
+    if (
+        not isinstance(centre, int)
+        or isinstance(centre, bool)
+        or centre < 0
+        or isinstance(penalty, bool)
+        or not isinstance(penalty, int | float)
+    ):
+        raise ResultsInvalid([
+            ExampleError(None, None, "metadata.length_adjustment",
+                         "must be {\"centre\": whole characters >= 0, \"penalty_per_500\": a number}")
+        ])  # fmt: skip
+    if penalty < 0:
+        raise ResultsInvalid([ExampleError(None, None, "metadata.length_adjustment.penalty_per_500", "must be >= 0")])
+    return LengthAdjustment(centre, float(penalty))
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    examples: list[ResultExample]
+    length_adjustment: LengthAdjustment | None
+
+
 def parse_results(data: bytes | mmap.mmap) -> list[ResultExample]:
     """Every example of a results file; raise ResultsInvalid listing the errors (up to MAX_ERRORS)."""
+    return parse_results_file(data).examples
+
+
+def parse_results_file(data: bytes | mmap.mmap) -> ResultsFile:
+    """The examples of a results file and its length adjustment, if it names one."""
     metadata = _load(data)
     examples = metadata.get("example_level_metadata") if isinstance(metadata, dict) else None
     if not isinstance(examples, list):
@@ -222,4 +266,40 @@ def parse_results(data: bytes | mmap.mmap) -> list[ResultExample]:
                 break
     if errors:
         raise ResultsInvalid(errors)
-    return parsed
+    return ResultsFile(parsed, _length_adjustment(metadata))
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def results_document(
+    *,
+    score: float | None,
+    metrics: dict[str, Any],
+    examples: list[dict[str, Any]],
+    length_adjustment: LengthAdjustment | None = None,
+) -> dict[str, Any]:
+    """A results file as simple-evals writes it, from examples already in its shape
+    (prompt, completion, prompt_id, completion_id, rubric_items, score, usage).
+
+    ``htmls`` is left empty (the reference renders one page per example; nothing reads them
+    back) and ``convos`` holds each prompt followed by its completion, as the reference's."""
+    metadata: dict[str, Any] = {"example_level_metadata": examples}
+    if length_adjustment is not None:
+        metadata["length_adjustment"] = {
+            "centre": length_adjustment.centre,
+            "penalty_per_500": length_adjustment.penalty_per_500,
+        }
+    return {
+        "score": score,
+        "metrics": metrics,
+        "htmls": [],
+        "convos": [example["prompt"] + example["completion"] for example in examples],
+        # Last, as in the reference, so that import_run can decode only this part.
+        "metadata": metadata,
+    }
+
+
+def dump_results(document: dict[str, Any]) -> str:
+    """The file text: json.dumps(indent=2), as simple-evals writes ``*_allresults.json``."""
+    return json.dumps(document, indent=2)

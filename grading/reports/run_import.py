@@ -20,12 +20,12 @@ from django.utils import timezone
 
 from annotation.models import Conversation, Criterion
 from grading.models import Grade, Response, Run
-from grading.reports.results_file import ResultExample
+from grading.reports.results_file import LengthAdjustment, ResultExample
 from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
 # SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
 CHUNK = 900
-MAX_NAME = Run._meta.get_field("name").max_length
+MAX_NAME: int = Run._meta.get_field("name").max_length or 200
 
 
 class RunImportFailed(Exception):
@@ -110,12 +110,19 @@ GRADE_COLUMNS = [
 
 
 def run_import(
-    *, examples: list[ResultExample], name: str, source_file: str = "", skip_unknown: bool = False
+    *,
+    examples: list[ResultExample],
+    name: str,
+    source_file: str = "",
+    skip_unknown: bool = False,
+    length_adjustment: LengthAdjustment | None = None,
 ) -> RunImportSummary:
     """Store a parsed results file as a new Run named `name`, all or nothing.
 
     Conversations are found by prompt_id. Unknown prompt_ids fail the import, listed all
-    together, unless `skip_unknown`, which leaves those examples out and reports them."""
+    together, unless `skip_unknown`, which leaves those examples out and reports them.
+    `length_adjustment` (from the file, see results_file) makes the run report length-adjusted
+    scores with those constants."""
     _check_name(name)
     conversation_of = _conversations(sorted({e.prompt_id for e in examples}))
     unknown: dict[str, list[int]] = defaultdict(list)
@@ -135,7 +142,7 @@ def run_import(
         raise RunImportFailed(["no example of the file belongs to a stored conversation: nothing to import"])
     try:
         with transaction.atomic():
-            summary = _store(kept, name, source_file, conversation_of)
+            summary = _store(kept, name, source_file, conversation_of, length_adjustment)
     except IntegrityError:
         # Another import took the name between our check and our insert.
         raise RunImportFailed([f"a run named {name!r} already exists; choose another --name"]) from None
@@ -144,7 +151,11 @@ def run_import(
 
 
 def _store(
-    examples: list[ResultExample], name: str, source_file: str, conversation_of: dict[str, int]
+    examples: list[ResultExample],
+    name: str,
+    source_file: str,
+    conversation_of: dict[str, int],
+    length_adjustment: LengthAdjustment | None,
 ) -> RunImportSummary:
     seen: Counter[str] = Counter()
     sample_index = []
@@ -158,6 +169,15 @@ def _store(
         source_file=source_file[: Run._meta.get_field("source_file").max_length],
         samples=max(seen.values()),
         finished=timezone.now(),
+        **(
+            {}
+            if length_adjustment is None
+            else {
+                "length_adjusted": True,
+                "length_centre": length_adjustment.centre,
+                "length_penalty": length_adjustment.penalty_per_500,
+            }
+        ),
     )
     summary = RunImportSummary(run=run, examples=len(examples), max_samples=max(seen.values()))
     response_rows = []

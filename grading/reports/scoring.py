@@ -188,6 +188,41 @@ def reference_summary(metrics: Mapping[str, float | int]) -> dict[str, float | i
     return dict(sorted(out.items()))
 
 
+# --- HealthBench Professional's length adjustment --------------------------------------
+
+LENGTH_UNIT = 500  # characters per step of the penalty
+LENGTH_ADJUSTED = "_length_adjusted"
+# Metrics that get a length-adjusted twin: the ones read per response (overall and example
+# tags) and the axes. A cluster score covers one criterion; shifting it by the length of the
+# whole response would say nothing about that criterion.
+LENGTH_ADJUSTED_PREFIXES = ("theme:", "axis:", "physician_agreed_category:")
+
+
+def length_adjusted(scores: npt.ArrayLike, lengths: npt.ArrayLike, *, centre: float, penalty: float) -> FloatArray:
+    """``score - penalty * (length - centre) / 500`` per response; NaN stays NaN.
+
+    A response longer than ``centre`` characters loses ``penalty`` per 500 extra characters
+    and a shorter one gains as much, before any averaging (the run metric is the clipped mean
+    of these, as for the plain score)."""
+    s = np.asarray(scores, dtype=np.float64)
+    n = np.asarray(lengths, dtype=np.float64)
+    if s.shape != n.shape:
+        raise ValueError("scores and lengths must have the same length")
+    return s - penalty * (n - centre) / LENGTH_UNIT
+
+
+def length_adjusted_columns(
+    metrics: Mapping[str, FloatArray], lengths: npt.ArrayLike, *, centre: float, penalty: float
+) -> dict[str, FloatArray]:
+    """The length-adjusted twin ``<name>_length_adjusted`` of overall_score, the example tags and
+    the axes, from per-response columns (NaN where a response lacks the metric)."""
+    return {
+        f"{name}{LENGTH_ADJUSTED}": length_adjusted(column, lengths, centre=centre, penalty=penalty)
+        for name, column in metrics.items()
+        if name == OVERALL or name.startswith(LENGTH_ADJUSTED_PREFIXES)
+    }
+
+
 # --- the bulk path ------------------------------------------------------------------------
 
 

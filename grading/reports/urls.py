@@ -7,6 +7,7 @@ urlpatterns = [
     path("reports/<uuid:code>/", views.report_detail, name="report_detail"),
     path("reports/<uuid:code>/report.json", views.report_json, name="report_json"),
     path("reports/<uuid:code>/report.csv", views.report_csv_download, name="report_csv"),
+    path("reports/<uuid:code>/allresults.json", views.report_results_download, name="report_results"),
     path(
         "reports/<uuid:code>/responses/<uuid:response_code>/",
         views.report_transcript,

@@ -18,6 +18,8 @@ from grading.models import Grade, Response, Run
 from grading.pipeline.progress import run_progress
 from grading.reports import scoring
 from grading.reports.report import metric_rows, report_csv, run_report_cached
+from grading.reports.results_file import dump_results
+from grading.reports.run_export import run_export
 
 EXAMPLES_PER_PAGE = 50
 RUNS_PER_PAGE = 50
@@ -43,13 +45,15 @@ def report_detail(request: HtmxHttpRequest, code) -> HttpResponse:
     report = run_report_cached(run=run)
     # Page through positions of the ranking; only the page's responses are read from the database.
     page = Paginator(range(report.ranked_response_ids.size), EXAMPLES_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"run": run, "page": page, "examples": _examples(report, page)}
+    adjustment = report.data.get("length_adjustment")
+    context = {"run": run, "page": page, "examples": _examples(report, page, adjustment), "adjustment": adjustment}
     if request.htmx:
         return render(request, "reports/report_detail.html#examples", context)
     data = report.data
     context.update(
         data=data,
         overall=metric_rows(data, scoring.OVERALL)[:1],
+        overall_adjusted=metric_rows(data, scoring.OVERALL + scoring.LENGTH_ADJUSTED),
         themes=metric_rows(data, "theme:"),
         axes=metric_rows(data, "axis:"),
         other_tags=[
@@ -66,7 +70,7 @@ def report_detail(request: HtmxHttpRequest, code) -> HttpResponse:
     return render(request, "reports/report_detail.html", context)
 
 
-def _examples(report, page) -> list[dict]:
+def _examples(report, page, adjustment: dict | None) -> list[dict]:
     positions = slice(page.start_index() - 1, page.end_index()) if page.paginator.count else slice(0, 0)
     ids = report.ranked_response_ids[positions].tolist()
     responses = (
@@ -79,10 +83,25 @@ def _examples(report, page) -> list[dict]:
     scores = report.ranked_scores[positions].tolist()
     statuses = report.ranked_status[positions]
     first = page.start_index()
-    return [
+    rows = [
         {"rank": first + i, "response": responses[pk], "score": None if math.isnan(s) else s, "status": status}
         for i, (pk, s, status) in enumerate(zip(ids, scores, statuses, strict=True))
     ]
+    if adjustment is not None:
+        for row in rows:
+            row["adjusted"] = (
+                None
+                if row["score"] is None
+                else float(
+                    scoring.length_adjusted(
+                        row["score"],
+                        row["response"].length,
+                        centre=adjustment["centre"],
+                        penalty=adjustment["penalty_per_500"],
+                    )
+                )
+            )
+    return rows
 
 
 def _consensus_rows(data: dict) -> list[dict]:
@@ -143,6 +162,18 @@ def report_csv_download(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
     response = HttpResponse(report_csv(run_report_cached(run=run).data), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "csv")}"'
+    return response
+
+
+@require_GET
+@login_required
+def report_results_download(request: HtmxHttpRequest, code) -> HttpResponse:
+    """The run as a simple-evals results file, as `export_run` writes it."""
+    run = get_run_for_reader(request, code)
+    text = dump_results(run_export(run=run).document)
+    response = HttpResponse(text, content_type="application/json")
+    name = _download_name(run, "json").removesuffix("-report.json")
+    response["Content-Disposition"] = f'attachment; filename="{name}_allresults.json"'
     return response
 
 

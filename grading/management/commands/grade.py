@@ -68,6 +68,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-cache", action="store_true", help="call the grader even for identical earlier requests"
         )
+        parser.add_argument(
+            "--length-adjusted",
+            action="store_true",
+            help="also report HealthBench Professional's length-adjusted scores (0.0147 per 500 characters from 2,000)",
+        )
+        parser.add_argument(
+            "--professional", action="store_true", help="mark the run HealthBench Professional (length-adjusted)"
+        )
         parser.add_argument("--estimate-only", action="store_true", help="print the estimate and stop")
         parser.add_argument("--retry-failed", action="store_true", help="with --resume: grade failed grades again")
         parser.add_argument("--wait", action="store_true", help="print progress until the run ends")
@@ -138,6 +146,8 @@ class Command(BaseCommand):
             subset=subset,
             policy=self._endpoint(options["policy"]) if options["policy"] else None,
             samples=options["samples"],
+            length_adjusted=options["length_adjusted"],
+            healthbench_professional=options["professional"],
         )
 
     def _endpoint_names(self) -> str:

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from grading.reports.results_file import ResultsInvalid, parse_results
+from grading.reports.results_file import ResultsInvalid, parse_results_file
 from grading.reports.run_import import RunImportFailed, format_prompt_ids, run_import
 
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
             # Mapped, not read: a paper-size file is gigabytes and only its examples are decoded.
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 try:
-                    examples = parse_results(data)
+                    parsed = parse_results_file(data)
                 except ResultsInvalid as exc:
                     for error in exc.errors:
                         self.stderr.write(f"{file}: {error}")
@@ -44,7 +44,13 @@ class Command(BaseCommand):
                         f"{file}: not imported ({len(exc.errors)} error(s)); the database is unchanged"
                     ) from None
         try:
-            summary = run_import(examples=examples, name=name, source_file=str(file), skip_unknown=skip_unknown)
+            summary = run_import(
+                examples=parsed.examples,
+                name=name,
+                source_file=str(file),
+                skip_unknown=skip_unknown,
+                length_adjustment=parsed.length_adjustment,
+            )
         except RunImportFailed as exc:
             for error in exc.errors:
                 self.stderr.write(f"{file}: {error}")
