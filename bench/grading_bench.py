@@ -35,6 +35,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # The test LLM server listens on 127.0.0.1: a loopback endpoint, for this process and its worker.
 os.environ.setdefault("ENDPOINT_ALLOW_PRIVATE_NETWORKS", "1")
+# A queue of its own: other workers on the same Redis (other checkouts, other benchmarks)
+# would otherwise take its tasks, find no such batch in their database, and drop them; the
+# run then waits for the stall sweep (minutes).
+os.environ.setdefault("CELERY_TASK_DEFAULT_QUEUE", f"bench-grading-{os.getpid()}")
 
 from bench._db import REPO, fresh_postgres  # noqa: E402
 
