@@ -21,7 +21,7 @@ class HtmxRequest(HttpRequest):
     """A request after HtmxMiddleware; `user` is a User once login_required has passed."""
 
     htmx: HtmxDetails
-    user: User  # type: ignore[assignment]
+    user: User
 
 
 def physician_for(user: User | AnonymousUser) -> Physician | None:
@@ -88,7 +88,7 @@ def get_task(request: HttpRequest, code, kind: str) -> Assignment:
     try:
         task = (
             Assignment.objects.select_related("conversation")
-            .exclude(status=Assignment.Status.CANCELLED)
+            .exclude(status__in=Assignment.INACTIVE)
             .get(physician=physician, kind=kind, conversation__code=code)
         )
     except (Assignment.DoesNotExist, ValueError):
@@ -125,7 +125,11 @@ def get_consensus_criterion_for_task(task: Assignment, code) -> ConsensusCriteri
 
 
 def get_label_task(request: HttpRequest, code) -> Assignment:
-    """The physician's own labeling item; never one on a rubric they wrote."""
+    """The physician's own labeling item, withdrawn ones included so the page can say why.
+
+    The caller must check `label_conflict(task)` before showing the item: a physician never
+    labels responses against a rubric they wrote.
+    """
     physician = require_working_physician(request)
     try:
         task = (
@@ -136,10 +140,14 @@ def get_label_task(request: HttpRequest, code) -> Assignment:
     except (Assignment.DoesNotExist, ValueError):
         raise Http404("You have no such labeling item") from None
     task.physician = physician
-    # The assignment page never creates such a task; this guards one made by hand in the admin.
-    if wrote_rubric(physician=physician, conversation=task.conversation):
-        raise PermissionDenied("You wrote this conversation or its rubric, so you cannot label its responses.")
     return task
+
+
+def label_conflict(task: Assignment) -> bool:
+    """Whether the item may not be labeled by its physician: withdrawn, or on a rubric they wrote."""
+    if task.status == Assignment.Status.WITHDRAWN:
+        return True
+    return wrote_rubric(physician=task.physician, conversation=task.conversation)
 
 
 def get_physician_for_curator_rw(request: HttpRequest, code) -> tuple[Physician | None, Physician]:

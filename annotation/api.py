@@ -8,7 +8,7 @@ from rest_framework.response import Response
 
 from annotation.access import physician_for
 from annotation.models import Conversation, Criterion, Subset, SubsetVersion
-from annotation.services.subset_versions import subset_version_freeze
+from annotation.services.subset_versions import SubsetEmpty, subset_version_freeze
 from healthbench_web.api_permissions import ReadersOnly
 
 
@@ -163,10 +163,13 @@ class SubsetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def perform_create(self, serializer):
         serializer.save(kind=Subset.Kind.CUSTOM)
 
-    @extend_schema(request=None, responses={201: SubsetVersionSerializer, 200: SubsetVersionSerializer})
+    @extend_schema(request=None, responses={201: SubsetVersionSerializer, 200: SubsetVersionSerializer, 400: None})
     @action(detail=True, methods=["post"])
     def freeze(self, request, name=None):
-        version, created = subset_version_freeze(subset=self.get_object(), frozen_by=physician_for(request.user))
+        try:
+            version, created = subset_version_freeze(subset=self.get_object(), frozen_by=physician_for(request.user))
+        except SubsetEmpty as exc:
+            raise serializers.ValidationError({"detail": str(exc)}) from None
         version = _versions().get(pk=version.pk)
         return Response(
             SubsetVersionSerializer(version).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK

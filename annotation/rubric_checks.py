@@ -16,19 +16,50 @@ FAILURE_OPENINGS = (
     "omits", "neglects", "misses", "overlooks", "ignores", "lacks", "forgets", "avoids mentioning",
     "incorrectly", "wrongly", "falsely", "inaccurately", "never", "refuses to", "is unable to",
 )  # fmt: skip
-# Openings that describe something a good response does. Met means it did, so such a
-# criterion should usually add points; a harmful recommendation is the common exception.
-ACTION_OPENINGS = (
-    "recommends", "advises", "mentions", "explains", "suggests", "includes", "asks", "states",
-    "provides", "encourages", "correctly", "clearly", "accurately", "describes", "identifies",
-    "acknowledges", "offers", "tells", "informs", "lists", "notes", "emphasizes", "emphasises",
-    "seeks", "clarifies", "refers", "directs", "urges",
-)  # fmt: skip
 # Leading words that say nothing about the sign ("The response fails to ..." reads as "fails to ...").
 SUBJECTS = re.compile(
     r"^(?:the\s+)?(?:model(?:'s)?\s+|assistant(?:'s)?\s+|ai\s+)?(?:response|reply|answer|completion)?\s*", re.I
 )
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+# Most negative criteria of the public data open with the same verbs as positive ones
+# ("Recommends ...", "Suggests ...", "States that ..."): what makes them negative is the
+# advice itself. So the verb alone says nothing about the sign; what follows it does.
+_ADVISES = r"(?:recommends|advises|suggests|tells|encourages|instructs|urges|directs|proposes|says|states)"
+_WHOM = r"(?:\s+(?:the\s+)?(?:user|patient|parent|caregiver|person|them|him|her|they))?"
+# Advice that keeps someone from care: waiting, delaying, skipping, pushing through.
+HARMFUL_ADVICE = re.compile(
+    rf"^{_ADVISES}{_WHOM}(?:\s+to)?\s+(?P<cue>"
+    r"wait(?:ing)?(?:\s+(?:and|to)\s+see|\s+it\s+out|\s+for|\s+until|\s+before|\s+(?:a\s+few|several|some|a)\s+"
+    r"(?:days|hours|weeks))"
+    r"|delay(?:ing)?|postpon(?:e|ing)|ignor(?:e|ing)|skip(?:ping)?|forgo(?:ing)?|push(?:ing)?\s+through"
+    r"|avoid(?:ing)?\s+(?:seeing|the\s+(?:doctor|hospital|emergency)|medical|emergency|care|treatment|going)"
+    r"|not\s+(?:to\s+)?(?:seek|see|call|go)\w*)\b",
+    re.I,
+)
+# Reassurance that plays a symptom down ("States that it's just heartburn").
+MINIMISING = re.compile(
+    rf"^{_ADVISES}\b[^.;(]*?\b(?P<cue>(?:is|are|it's)\s+(?:just|merely|simply)\s+(?!as\b)\w+"
+    r"|nothing\s+to\s+worry\s+about|no\s+need\s+to\s+(?:see|seek|call|go|consult)\w*)",
+    re.I,
+)
+# Advice to get urgent care: rewarded unless the criterion qualifies it.
+URGENT_CARE = re.compile(
+    rf"^{_ADVISES}{_WHOM}(?:\s+to)?\s+(?P<cue>"
+    r"seek(?:ing)?\s+(?:emergency|immediate|urgent)\s+(?:medical\s+)?(?:help|care|attention|treatment|evaluation)"
+    r"|call(?:ing)?\s+(?:emergency\s+services|911|999|112|an\s+ambulance)"
+    r"|go(?:ing)?\s+to\s+(?:the\s+)?(?:nearest\s+)?(?:emergency|er\b))",
+    re.I,
+)
+# Words by which a criterion says urgent care was the wrong call here ("for a minor cut",
+# "before checking breathing", "unnecessarily"): then negative points are intended.
+QUALIFIED = re.compile(
+    r"\b(?:unnecessar\w*|without|mild|minor|only|over\w*|excessive\w*|alarm\w*|not|fails?|before|instead|rather"
+    r"|even|just|although|but|despite|when|if|unless|for\s+(?:a|any|every|all))\b",
+    re.I,
+)
+# Criteria that argue for their own points ("(Justification: ...)") were weighed on purpose.
+JUSTIFIED = re.compile(r"\bjustification\b", re.I)
 
 # Two criteria this alike are probably the same item written twice: most words shared
 # (token Jaccard, a cheap first filter) and in much the same order (difflib's ratio).
@@ -55,7 +86,13 @@ def _opening(text: str) -> str:
 
 
 def sign_warning(text: str, points: int) -> SignWarning | None:
-    """A warning when the wording and the sign of the points disagree, else None."""
+    """A warning when the wording and the sign of the points disagree, else None.
+
+    Tuned on the public HealthBench rows, whose signs are taken as right: it flags few of
+    them (the figure is in the README) and still catches harmful advice given positive points.
+    """
+    if JUSTIFIED.search(text):
+        return None
     opening = _opening(text)
     if points > 0:
         for phrase in FAILURE_OPENINGS:
@@ -65,15 +102,24 @@ def sign_warning(text: str, points: int) -> SignWarning | None:
                     f"Reads as a failure (\u201c{phrase} \u2026\u201d) but gives +{points} points: a response that "
                     "fails this way would be rewarded. Negative points, or a positive wording?",
                 )
+        found = HARMFUL_ADVICE.match(opening) or MINIMISING.match(opening)
+        if found:
+            cue = found["cue"]
+            return SignWarning(
+                cue,
+                f"Reads as harmful advice (\u201c{cue} \u2026\u201d) but gives +{points} points: a response that "
+                "gives this advice would be rewarded. Negative points, or a wording that says what a good "
+                "response does?",
+            )
     elif points < 0:
-        for phrase in ACTION_OPENINGS:
-            if opening.startswith(phrase + " ") or opening == phrase:
-                return SignWarning(
-                    phrase,
-                    f"Reads as something a good response does (\u201c{phrase} \u2026\u201d) but gives {points} points: "
-                    "a response that does it would be penalised. Intended if the advice is harmful; otherwise "
-                    "use positive points.",
-                )
+        found = URGENT_CARE.match(opening)
+        if found and not QUALIFIED.search(opening[found.end() :]) and not QUALIFIED.search(opening[: found.start()]):
+            cue = found["cue"]
+            return SignWarning(
+                cue,
+                f"Reads as sound advice (\u201c{cue} \u2026\u201d) but gives {points} points: a response that "
+                "gives it would be penalised. Positive points, or say when this advice is wrong?",
+            )
     return None
 
 

@@ -54,6 +54,7 @@ urlpatterns = [
         name="curator_subset_rebuild",
     ),
     path("curator/subsets/<slug:name>/hard/", views_curator.curator_subset_build_hard, name="curator_subset_hard"),
+    path("curator/subsets/<slug:name>/undo/", views_curator.curator_subset_undo, name="curator_subset_undo"),
     path("curator/subsets/<slug:name>/freeze/", views_curator.curator_subset_freeze, name="curator_subset_freeze"),
     path("curator/subsets/<slug:name>/export/", views_curator.curator_subset_export, name="curator_subset_export"),
     path("curator/consensus/", views_curator.curator_consensus, name="curator_consensus"),

@@ -5,6 +5,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+from annotation.fields import CleanJSONField
 from annotation.models import Conversation, Criterion, Physician, Subset, SubsetVersion
 
 # HealthBench Professional: 0.0147 off the score for every 500 characters above 2,000.
@@ -25,7 +26,7 @@ class Response(models.Model):
     text = models.TextField()
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORTED)
     model_name = models.CharField(max_length=200, blank=True)
-    parameters = models.JSONField(default=dict, blank=True)
+    parameters = CleanJSONField(default=dict, blank=True)
     sample_index = models.PositiveIntegerField(default=0)
     # The id a results or meta-eval file gives this completion.
     completion_id = models.CharField(max_length=100, blank=True, db_index=True)
@@ -316,7 +317,7 @@ class Grade(models.Model):
     position = models.PositiveIntegerField(default=0)
     criterion_text = models.TextField()
     points = models.SmallIntegerField()
-    tags = models.JSONField(default=list)
+    tags = CleanJSONField(default=list)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.GRADED)
     met = models.BooleanField(null=True)
     explanation = models.TextField(blank=True)

@@ -1,6 +1,11 @@
 """Request guards."""
 
-from django.http import HttpRequest, HttpResponseBadRequest
+import json
+
+from django.http import Http404, HttpRequest, HttpResponseBadRequest
+
+from annotation.formats.validation import find_bad_text, may_hold_bad_text
+from healthbench_web.errors import page_not_found
 
 
 class RejectNulBytes:
@@ -20,4 +25,40 @@ class RejectNulBytes:
             return HttpResponseBadRequest("NUL bytes are not allowed in a URL.")
         if request.content_type == "application/json" and (b"\\u0000" in request.body or b"\x00" in request.body):
             return HttpResponseBadRequest("NUL characters are not allowed in a request body.")
+        if request.content_type == "application/json":
+            problem = _bad_json_text(request.body)
+            if problem:
+                return HttpResponseBadRequest(problem)
         return self.get_response(request)
+
+
+def _bad_json_text(body: bytes) -> str | None:
+    """A lone surrogate cannot be stored or shown (UTF-8 has no encoding for it): name where it is."""
+    text = body.decode("utf-8", errors="replace")
+    if not may_hold_bad_text(text):
+        return None
+    try:
+        bad = find_bad_text(json.loads(text))
+    except (ValueError, RecursionError):
+        return None  # not JSON: the API's parser answers that
+    return f"field {bad[0] or '(the body)'}: {bad[1]}" if bad else None
+
+
+class StyledNotFound:
+    """A view's "not found" is the site's own 404 page, in development too.
+
+    With DEBUG on, Django answers a view's Http404 with its technical page, which a physician
+    trying the demo cannot use. Unknown addresses still get Django's list of URLs in
+    development (nothing resolved, so no view raised), which helps whoever writes the URLs.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest):
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception):
+        if isinstance(exception, Http404):
+            return page_not_found(request, exception)
+        return None

@@ -37,6 +37,8 @@ def _secret_key() -> str:
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# An expired form says so on a page of the site instead of Django's bare 403.
+CSRF_FAILURE_VIEW = "healthbench_web.errors.csrf_failure"
 
 # How many physicians must vote that a consensus criterion applies before it is attached.
 CONSENSUS_MIN_AGREE = env_int("CONSENSUS_MIN_AGREE", 2, minimum=1, maximum=100)
@@ -70,6 +72,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "healthbench_web.middleware.StyledNotFound",
 ]
 
 ROOT_URLCONF = "healthbench_web.urls"
@@ -219,6 +222,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": [
+        # Survives a lone surrogate in the data (see healthbench_web/renderers.py).
+        "healthbench_web.renderers.SafeJSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

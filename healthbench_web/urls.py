@@ -20,3 +20,9 @@ urlpatterns = [
     path("api/", include("healthbench_web.api_urls")),
     path("admin/", admin.site.urls),
 ]
+
+# Refusals and failures are pages of the site, with navigation and a sentence saying why.
+handler400 = "healthbench_web.errors.bad_request"
+handler403 = "healthbench_web.errors.permission_denied"
+handler404 = "healthbench_web.errors.page_not_found"
+handler500 = "healthbench_web.errors.server_error"

@@ -31,10 +31,10 @@ def test_a_curator_builds_freezes_and_exports_a_subset(browser, live_server, tmp
 
     page.check("input[name=themes][value=emergency_referrals]")
     page.click("text=Apply filter")
-    assert "1 conversations matched: 1 added" in page.inner_text("main")
+    assert "Add 1 matches: 1 added, 0 removed" in page.inner_text("main")
     page.fill("#id_prompt_ids", "p-3")
     page.click("form[action$='/pick/'] button")
-    assert "1 conversations added" in page.inner_text("main")
+    assert "1 added, 0 removed" in page.inner_text("main")
     assert page.locator("#members tbody tr").count() == 2
 
     page.click("#freeze")

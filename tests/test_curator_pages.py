@@ -103,14 +103,6 @@ def test_a_curator_creates_filters_freezes_and_exports_a_subset(client, curator,
     assert "v1" in page and version.content_hash[:16] in page
 
 
-def test_hand_picking_an_unknown_prompt_id_is_refused(client, curator, dataset):
-    response = client.post(
-        reverse("curator_subset_pick", args=["picked"]), {"prompt_ids": "p-1\nnope", "action": "remove"}, follow=True
-    )
-    assert "Unknown prompt_id(s): nope" in response.content.decode()
-    assert Subset.objects.get(name="picked").conversations.count() == 2
-
-
 def test_a_duplicate_subset_name_is_explained(client, curator, dataset):
     response = client.post(reverse("curator_subsets"), {"name": "picked"})
     assert "already exists" in response.content.decode()

@@ -139,9 +139,10 @@ def test_it_rejects_an_item_listed_twice(tmp_path, capsys, items):
     )  # fmt: skip
 
 
-def test_it_refuses_an_empty_file(tmp_path, items):
+def test_it_refuses_an_empty_file(tmp_path, items, capsys):
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"\n")
-    with pytest.raises(CommandError, match="holds no grader labels"):
+    with pytest.raises(CommandError, match="database is unchanged"):
         _import(path)
+    assert "the file has no rows" in capsys.readouterr().err
     assert not Run.objects.exists()

@@ -170,7 +170,10 @@ def test_physician_ids_are_opaque_strings_of_a_stated_length(tmp_path, capsys):
     long = meta_row("p-2", "c-2")
     long["anonymized_physician_ids"][0] = "x" * 65
     _import_fails(
-        tmp_path, capsys, long, match="line 2, field anonymized_physician_ids[0]: is longer than 64 characters"
+        tmp_path,
+        capsys,
+        long,
+        match="line 2, field anonymized_physician_ids[0]: is 65 characters long; at most 64 are allowed",
     )
     empty = meta_row("p-3", "c-3")
     empty["anonymized_physician_ids"][0] = " "

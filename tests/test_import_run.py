@@ -254,7 +254,7 @@ def test_every_bad_example_is_listed(dataset, tmp_path):
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        (b"", "the file is empty"),
+        (b"", "the file has no rows"),
         (b'{"score": 0.5, "metrics": {}', "is not valid JSON"),
         (b'{"score": 0.5}', "not a simple-evals *_allresults.json file"),
         (b'{"metadata": {"example_level_metadata": []}}', "is empty"),

@@ -115,9 +115,21 @@ def test_the_rubric_author_cannot_label_that_conversation(world):
     # The assignment page never does this; an item made by hand in the admin is still refused.
     item = task(world.owner, Assignment.Kind.LABEL, world.a, response=world.responses[0], criterion=world.cluster)
     client = client_for(world.owner)
-    assert client.get(_url(item)).status_code == 403
+    page = client.get(_url(item))
+    assert page.status_code == 403
+    assert "nobody labels responses against a rubric they wrote" in page.text
+    assert "Back to your tasks" in page.text
     assert client.post(_url(item), {"met": "yes"}).status_code == 403
     assert not PhysicianLabel.objects.exists()
+
+
+def test_an_impossible_item_is_withdrawn_with_a_note_for_the_curator(world):
+    item = task(world.owner, Assignment.Kind.LABEL, world.a, response=world.responses[0], criterion=world.cluster)
+    client_for(world.owner).get(_url(item))
+    item.refresh_from_db()
+    assert item.status == Assignment.Status.WITHDRAWN
+    assert "rubric they wrote" in item.note
+    assert "rubric they wrote" in client_for(world.curator).get(reverse("assignments")).text
 
 
 def test_the_author_of_a_drafted_conversation_cannot_label_it(world):

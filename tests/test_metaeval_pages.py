@@ -120,13 +120,22 @@ def test_an_unknown_or_malformed_run_is_not_found(client, researcher):
     client.force_login(researcher)
     assert client.get(reverse("metaeval_report"), {"run": "00000000-0000-4000-8000-000000000000"}).status_code == 404
     assert client.get(reverse("metaeval_report"), {"run": "nope"}).status_code == 404
-    assert client.get(reverse("metaeval_report")).status_code == 404
 
 
-def test_too_many_runs_at_once_is_a_bad_request(client, researcher):
+def test_comparing_with_nothing_ticked_stays_on_the_list_with_a_message(client, researcher):
+    client.force_login(researcher)
+    response = client.get(reverse("metaeval_report"), follow=True)
+    assert response.redirect_chain == [(reverse("metaeval_runs"), 302)]
+    assert "Tick at least one run to compare" in response.content.decode()
+
+
+def test_too_many_runs_at_once_goes_back_to_the_list_with_a_message(client, researcher):
     runs = [Run.objects.create(name=f"r{i}") for i in range(7)]
     client.force_login(researcher)
-    assert client.get(reverse("metaeval_report") + "?" + "&".join(f"run={r.code}" for r in runs)).status_code == 400
+    url = reverse("metaeval_report") + "?" + "&".join(f"run={r.code}" for r in runs)
+    response = client.get(url, follow=True)
+    assert response.redirect_chain == [(reverse("metaeval_runs"), 302)]
+    assert "Tick at most 6 runs" in response.content.decode()
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])

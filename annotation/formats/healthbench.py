@@ -10,21 +10,33 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from annotation.formats.validation import (
+    MAX_CLUSTER,
+    MAX_IDEAL_GROUP,
+    MAX_PROMPT_ID,
+    MAX_THEME,
+    JsonProblem,
+    LineTooLong,
+    decode_json,
+    too_long,
+)
+
 ROW_KEYS = ("example_tags", "ideal_completions_data", "prompt", "prompt_id", "rubrics", "canary")
 REQUIRED_KEYS = ("example_tags", "ideal_completions_data", "prompt", "prompt_id", "rubrics")
 IDEAL_KEYS = ("ideal_completion", "ideal_completions_group", "ideal_completions_ref_completions")
 ROLES = ("system", "user", "assistant")
 AXES = ("completeness", "accuracy", "context_awareness", "communication_quality", "instruction_following")
-MAX_PROMPT_ID = 100
 
 
 @dataclass(frozen=True)
 class RowError:
-    line: int
+    line: int  # 0: the file as a whole (e.g. it has no rows)
     field: str
     message: str
 
     def __str__(self) -> str:
+        if not self.line:
+            return self.message
         where = f"line {self.line}" + (f", field {self.field}" if self.field else "")
         return f"{where}: {self.message}"
 
@@ -83,6 +95,8 @@ def _tag_info(tags: tuple[str, ...]) -> TagInfo:
         problem = "a level:cluster criterion needs exactly one cluster: tag"
     elif levels == ["level:example"] and clusters:
         problem = "a level:example criterion cannot carry a cluster: tag"
+    elif clusters and too_long(clusters[0], MAX_CLUSTER):
+        problem = f"the cluster: tag {too_long(clusters[0], MAX_CLUSTER)}"
     return TagInfo(
         level=levels[0][6:] if levels else "",
         axis=axes[0][5:] if axes else "",
@@ -204,22 +218,31 @@ def _parse_ideal(line: int, value: Any) -> IdealData | None:
         raise _fail(line, f"{name}.ideal_completion", "must be a string")
     if not isinstance(value["ideal_completions_group"], str):
         raise _fail(line, f"{name}.ideal_completions_group", "must be a string")
+    problem = too_long(value["ideal_completions_group"], MAX_IDEAL_GROUP)
+    if problem:
+        raise _fail(line, f"{name}.ideal_completions_group", problem)
     refs = _string_list(
         line, f"{name}.ideal_completions_ref_completions", value["ideal_completions_ref_completions"], unique=False
     )
     return IdealData(value["ideal_completion"], value["ideal_completions_group"], tuple(refs))
 
 
-def load_object(line: int, raw: bytes, keys: tuple[str, ...], required: tuple[str, ...], what: str) -> dict:
+def load_object(
+    line: int, raw: bytes | LineTooLong, keys: tuple[str, ...], required: tuple[str, ...], what: str
+) -> dict[str, Any]:
     """Decode one JSONL line into an object with only the given keys, or raise RowInvalid."""
+    if isinstance(raw, LineTooLong):
+        raise _fail(line, "", raw.message)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _fail(line, "", f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
     try:
-        data = json.loads(text)
+        data = decode_json(text)
     except json.JSONDecodeError as exc:
         raise _fail(line, "", f"is not valid JSON: {exc.msg} at column {exc.colno} (truncated line?)") from None
+    except JsonProblem as exc:
+        raise _fail(line, exc.field, exc.message) from None
     if not isinstance(data, dict):
         raise _fail(line, "", "must be a JSON object")
     for key in required:
@@ -231,19 +254,24 @@ def load_object(line: int, raw: bytes, keys: tuple[str, ...], required: tuple[st
     return data
 
 
-def parse_line(line: int, raw: bytes) -> HealthBenchRow:
+def parse_line(line: int, raw: bytes | LineTooLong) -> HealthBenchRow:
     """Parse one line of a HealthBench file; raise RowInvalid naming the line and field."""
     data = load_object(line, raw, ROW_KEYS, REQUIRED_KEYS, "a HealthBench row")
     prompt_id = data["prompt_id"]
     if not isinstance(prompt_id, str) or not prompt_id.strip():
         raise _fail(line, "prompt_id", "must be a non-empty string")
-    if len(prompt_id) > MAX_PROMPT_ID:
-        raise _fail(line, "prompt_id", f"is longer than {MAX_PROMPT_ID} characters")
+    problem = too_long(prompt_id, MAX_PROMPT_ID)
+    if problem:
+        raise _fail(line, "prompt_id", problem)
     messages = parse_messages(line, data["prompt"])
     example_tags = _string_list(line, "example_tags", data["example_tags"], unique=True)
     themes = [t for t in example_tags if t.startswith("theme:")]
     if len(themes) > 1:
         raise _fail(line, "example_tags", f"has {len(themes)} theme: tags; a conversation has one theme")
+    theme = themes[0][len("theme:") :] if themes else ""
+    if too_long(theme, MAX_THEME):
+        where = f"example_tags[{example_tags.index(themes[0])}]"
+        raise _fail(line, where, f"the theme name {too_long(theme, MAX_THEME)}")
     if not isinstance(data["rubrics"], list):
         raise _fail(line, "rubrics", "must be a list of rubric items")
     if not data["rubrics"]:
@@ -260,7 +288,7 @@ def parse_line(line: int, raw: bytes) -> HealthBenchRow:
         rubrics=rubrics,
         ideal=_parse_ideal(line, data["ideal_completions_data"]),
         canary=canary,
-        theme=themes[0][len("theme:") :] if themes else "",
+        theme=theme,
     )
 
 

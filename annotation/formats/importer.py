@@ -4,11 +4,13 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import transaction
 
-from annotation.formats.healthbench import HealthBenchRow, IdealData, RowError, RowInvalid, parse_line
+from annotation.formats.healthbench import HealthBenchRow, IdealData, RowError, RowInvalid, RubricItem, parse_line
 from annotation.formats.rubric_merge import merge_key, plan_rubric_merge
+from annotation.formats.validation import NO_ROWS, LineTooLong, numbered_lines
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Subset, SubsetMember
 from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
@@ -58,15 +60,13 @@ def check_subset_name(name: str) -> None:
         )
 
 
-def parse_lines(lines: Iterable[bytes]) -> list[HealthBenchRow]:
+def parse_lines(lines: Iterable[bytes | LineTooLong]) -> list[HealthBenchRow]:
     """Parse every line; raise ImportFailed listing the errors (up to MAX_ERRORS)."""
     rows: list[HealthBenchRow] = []
     errors: list[RowError] = []
     first_line: dict[str, int] = {}
-    for number, raw in enumerate(lines, start=1):
-        raw = raw.rstrip(b"\r\n")
-        if not raw.strip():
-            continue
+    number = 0
+    for number, raw in numbered_lines(lines):
         try:
             row = parse_line(number, raw)
         except RowInvalid as exc:
@@ -84,12 +84,14 @@ def parse_lines(lines: Iterable[bytes]) -> list[HealthBenchRow]:
         if len(errors) >= MAX_ERRORS:
             errors.append(RowError(number, "", f"stopped after {MAX_ERRORS} errors"))
             break
+    if not number:
+        errors.append(RowError(0, "", NO_ROWS))
     if errors:
         raise ImportFailed(errors)
     return rows
 
 
-def import_healthbench_lines(lines: Iterable[bytes], *, subset_name: str | None = None) -> ImportSummary:
+def import_healthbench_lines(lines: Iterable[bytes | LineTooLong], *, subset_name: str | None = None) -> ImportSummary:
     """Import a HealthBench eval file (main, Hard or Consensus) in one transaction.
 
     Every conversation joins the subset `all`, and `subset_name` when given. A prompt_id that
@@ -116,6 +118,7 @@ def _is_bare(conversation: Conversation, ideal: IdealData | None) -> bool:
 
 
 def _conflicts(row: HealthBenchRow, conversation: Conversation, ideal: IdealData | None) -> list[RowError]:
+    checks: list[tuple[str, Any, Any]]
     if _is_bare(conversation, ideal):
         # A conversation stored from a label-only meta-eval row has no messages yet: the row brings them.
         checks = [("prompt", row.messages, conversation.messages)] if conversation.messages else []
@@ -129,7 +132,7 @@ def _conflicts(row: HealthBenchRow, conversation: Conversation, ideal: IdealData
     return _differences(row, checks)
 
 
-def _differences(row: HealthBenchRow, checks: list[tuple]) -> list[RowError]:
+def _differences(row: HealthBenchRow, checks: list[tuple[str, Any, Any]]) -> list[RowError]:
     return [
         RowError(row.line, name, f"prompt_id {row.prompt_id!r} is already stored with a different {name}; not merged")
         for name, incoming, stored in checks
@@ -138,7 +141,7 @@ def _differences(row: HealthBenchRow, checks: list[tuple]) -> list[RowError]:
 
 
 def _catalogue(rows: list[HealthBenchRow], summary: ImportSummary) -> dict[str, ConsensusCriterion]:
-    wanted: dict[str, tuple[HealthBenchRow, object]] = {}
+    wanted: dict[str, tuple[HealthBenchRow, RubricItem]] = {}
     for row in rows:
         for item in row.rubrics:
             if item.cluster and item.cluster not in wanted:
@@ -193,8 +196,8 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     ideals: dict[int, IdealResponse] = {}
     for start in range(0, len(existing_ids), CHUNK):
         chunk = existing_ids[start : start + CHUNK]
-        stored = Criterion.objects.filter(conversation_id__in=chunk).order_by("conversation_id", "position", "id")
-        for cid, pk, position, text, points, tags in stored.values_list(
+        query = Criterion.objects.filter(conversation_id__in=chunk).order_by("conversation_id", "position", "id")
+        for cid, pk, position, text, points, tags in query.values_list(
             "conversation_id", "id", "position", "text", "points", "tags"
         ):
             stored_criteria.setdefault(cid, []).append((pk, position, (text, points, tuple(tags))))
@@ -203,9 +206,9 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
 
     errors: list[RowError] = []
     new_rows: list[HealthBenchRow] = []
-    merged_criteria: list[tuple[int, int, object]] = []  # (conversation id, position, item)
+    merged_criteria: list[tuple[int, int, RubricItem]] = []  # (conversation id, position, item)
     moved: list[Criterion] = []
-    refreshed: list[tuple[int, object]] = []
+    refreshed: list[tuple[int, RubricItem]] = []
     filled: list[tuple[Conversation, HealthBenchRow]] = []
     for row in rows:
         conversation = existing.get(row.prompt_id)
@@ -318,7 +321,7 @@ def _condition(ideal: IdealData) -> str:
 
 def _add_members(name: str, conversation_ids: list[int], now) -> int:
     subset, _ = Subset.objects.get_or_create(name=name, defaults={"kind": subset_kind(name)})
-    present = set()
+    present: set[int] = set()
     for start in range(0, len(conversation_ids), CHUNK):
         present.update(
             SubsetMember.objects.filter(

@@ -1,7 +1,12 @@
+from typing import cast
+
 from django import forms
 
 from annotation.formats.importer import SUBSET_NAME
-from annotation.models import THEMES, Subset
+from annotation.formats.validation import MAX_UPLOAD_BYTES
+from annotation.models import THEMES, Conversation, Subset
+
+MB = 1024 * 1024
 
 
 class ImportForm(forms.Form):
@@ -9,6 +14,15 @@ class ImportForm(forms.Form):
     subset = forms.CharField(
         required=False, max_length=100, help_text="Also add every conversation to this subset (optional)."
     )
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size / MB:,.1f} MB; the browser import takes at most "
+                f"{MAX_UPLOAD_BYTES // MB} MB. Import larger files with manage.py import_healthbench FILE."
+            )
+        return upload
 
     def clean_subset(self):
         name = self.cleaned_data["subset"].strip()
@@ -49,21 +63,21 @@ class PromptIdsForm(forms.Form):
     prompt_ids = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="One prompt_id per line.")
     action = forms.ChoiceField(choices=[("add", "Add"), ("remove", "Remove")])
 
-    def clean_prompt_ids(self):
-        from annotation.models import Conversation
-
+    def clean_prompt_ids(self) -> list[str]:
         wanted = [line.strip() for line in self.cleaned_data["prompt_ids"].splitlines() if line.strip()]
-        found = dict(Conversation.objects.filter(prompt_id__in=wanted).values_list("prompt_id", "id"))
-        unknown = [p for p in wanted if p not in found]
-        if unknown:
-            raise forms.ValidationError(
-                f"Unknown prompt_id(s): {', '.join(unknown[:10])}" + (" …" if len(unknown) > 10 else "")
-            )
-        return [found[p] for p in wanted]
+        if not wanted:
+            raise forms.ValidationError("Give one prompt_id per line.")
+        return list(dict.fromkeys(wanted))
+
+    def found(self) -> tuple[list[int], list[str]]:
+        """(ids of the conversations named, in the order given; the prompt_ids that name none)."""
+        wanted = self.cleaned_data["prompt_ids"]
+        ids = dict(Conversation.objects.filter(prompt_id__in=wanted).values_list("prompt_id", "id"))
+        return [ids[p] for p in wanted if p in ids], [p for p in wanted if p not in ids]
 
 
 class HardBuildForm(forms.Form):
-    runs = forms.ModelMultipleChoiceField(
+    runs: forms.ModelMultipleChoiceField = forms.ModelMultipleChoiceField(
         queryset=None, to_field_name="name", help_text="The runs whose scores decide which conversations are hard."
     )
     n = forms.IntegerField(min_value=1, initial=1000, label="How many conversations")
@@ -72,6 +86,6 @@ class HardBuildForm(forms.Form):
         from grading.models import Run
 
         super().__init__(*args, **kwargs)
-        self.fields["runs"].queryset = Run.objects.filter(status__in=[Run.Status.DONE, Run.Status.IMPORTED]).order_by(
-            "name"
-        )
+        cast(forms.ModelMultipleChoiceField, self.fields["runs"]).queryset = Run.objects.filter(
+            status__in=[Run.Status.DONE, Run.Status.IMPORTED]
+        ).order_by("name")

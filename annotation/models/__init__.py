@@ -15,6 +15,7 @@ from annotation.models.dataset import (
     Physician,
     PhysicianLabel,
     Subset,
+    SubsetChange,
     SubsetMember,
     SubsetVersion,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "Physician",
     "PhysicianLabel",
     "Subset",
+    "SubsetChange",
     "SubsetMember",
     "SubsetVersion",
 ]

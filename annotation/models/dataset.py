@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotation.fields import JSONTextField
+from annotation.fields import CleanJSONField, JSONTextField
 
 THEMES = [
     "global_health",
@@ -58,7 +58,7 @@ class Physician(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     specialty = models.CharField(max_length=100, blank=True)
     country = models.CharField(max_length=100, blank=True)
-    languages = models.JSONField(default=list, blank=True)
+    languages = CleanJSONField(default=list, blank=True)
     career_stage = models.CharField(max_length=16, choices=CareerStage.choices, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
@@ -116,11 +116,12 @@ class Conversation(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     prompt_id = models.CharField(max_length=100, unique=True)
     messages = JSONTextField(help_text="[{content, role}, ...] ending with a user turn")
-    example_tags = models.JSONField(default=list, blank=True)
+    example_tags = CleanJSONField(default=list, blank=True)
     # Derived from example_tags (theme:...) so that lists can filter by it.
     theme = models.CharField(max_length=32, blank=True, db_index=True)
     # None when the imported row had no canary key, so export leaves it out again.
-    canary = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    # Free text that must survive a round trip: no length limit (see README, file formats).
+    canary = models.TextField(null=True, blank=True)  # noqa: DJ001
     author = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(auto_now_add=True)
 
@@ -158,7 +159,7 @@ class Criterion(models.Model):
     text = models.TextField()
     points = models.SmallIntegerField()
     # Kept verbatim, in file order, so export writes them back unchanged.
-    tags = models.JSONField(default=list)
+    tags = CleanJSONField(default=list)
     level = models.CharField(max_length=16, choices=Level.choices, default=Level.EXAMPLE)
     axis = models.CharField(max_length=32, choices=Axis.choices, blank=True)
     consensus_criterion = models.ForeignKey(
@@ -194,6 +195,15 @@ class Criterion(models.Model):
 
     def __str__(self) -> str:
         return f"[{self.points}] {self.text[:80]}"
+
+    @property
+    def written_by(self) -> str:
+        """Who the criterion comes from: "consensus" (a catalogue entry), "physician" (written here) or "dataset"."""
+        if self.level == self.Level.CLUSTER:
+            return "consensus"
+        if self.author_id is not None or self.origin == self.Origin.EDITOR:
+            return "physician"
+        return "dataset"
 
 
 class ConsensusVote(models.Model):
@@ -323,6 +333,31 @@ class SubsetMember(models.Model):
         return f"{self.subset} ∋ {self.conversation}"
 
 
+class SubsetChange(models.Model):
+    """One change to a subset's members, kept so that the last one can be undone until the next freeze."""
+
+    subset = models.ForeignKey(Subset, on_delete=models.CASCADE, related_name="changes")
+    # What the curator did, in words ("Build Hard from demo-run, 100 conversations").
+    action = models.CharField(max_length=300)
+    # Conversation ids that joined.
+    added = models.JSONField(default=list)
+    # [member id, conversation id] of the members that left: undo puts them back in their place.
+    removed = models.JSONField(default=list)
+    by = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    undone = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            # The latest change of one subset (the undo button and the undo itself).
+            models.Index(fields=["subset", "created"], name="subset_change_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subset}: {self.action}"
+
+
 class SubsetVersion(models.Model):
     """A frozen copy of a subset: its members and their rubrics, with a content hash."""
 
@@ -331,7 +366,7 @@ class SubsetVersion(models.Model):
     number = models.PositiveIntegerField()
     content_hash = models.CharField(max_length=64)
     # [{prompt_id, rubrics: [{criterion, points, tags}]}, ...] as they were when frozen.
-    snapshot = models.JSONField()
+    snapshot = CleanJSONField()
     conversations = models.ManyToManyField(Conversation, related_name="subset_versions", blank=True)
     frozen_by = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     frozen = models.DateTimeField(auto_now_add=True)

@@ -9,6 +9,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+from annotation.fields import CleanJSONField
 from annotation.models.dataset import Conversation, Criterion, IdealResponse, Physician
 
 
@@ -26,8 +27,8 @@ class CriterionEdit(models.Model):
     physician = models.ForeignKey(Physician, on_delete=models.PROTECT, related_name="criterion_edits")
     action = models.CharField(max_length=16, choices=Action.choices)
     # {text, points, axis} as they were; null before a create and after a delete.
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
+    before = CleanJSONField(null=True, blank=True)
+    after = CleanJSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -65,6 +66,12 @@ class Assignment(models.Model):
         DONE = "done"
         # Taken back from a removed physician; kept for audit, never counted.
         CANCELLED = "cancelled"
+        # Became impossible after it was given out (its physician now writes the rubric it
+        # would label); off the physician's list, kept with a note for the curator.
+        WITHDRAWN = "withdrawn"
+
+    # Statuses that no longer count as work given out: off every list and every count.
+    INACTIVE = ("cancelled", "withdrawn")
 
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     physician = models.ForeignKey(Physician, on_delete=models.CASCADE, related_name="assignments")
@@ -82,6 +89,8 @@ class Assignment(models.Model):
     reference_responses = models.ManyToManyField("grading.Response", blank=True, related_name="+")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     assigned_by = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Why a task was withdrawn, for the curator.
+    note = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     completed = models.DateTimeField(null=True, blank=True)
 
@@ -121,3 +130,7 @@ class Assignment(models.Model):
     @property
     def is_done(self) -> bool:
         return self.status == self.Status.DONE
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == self.Status.OPEN

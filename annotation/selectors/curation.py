@@ -1,5 +1,6 @@
 """Curator pages: choosing conversations and physicians to assign, progress, vetting lists."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
@@ -33,9 +34,7 @@ def conversations_to_assign(
         conversations = conversations.filter(theme=theme)
     if subset:
         conversations = conversations.filter(memberships__subset__name=subset)
-    tasks = Assignment.objects.filter(conversation=OuterRef("pk"), kind=kind).exclude(
-        status=Assignment.Status.CANCELLED
-    )
+    tasks = Assignment.objects.filter(conversation=OuterRef("pk"), kind=kind).exclude(status__in=Assignment.INACTIVE)
     if status == ConversationStatus.UNASSIGNED:
         conversations = conversations.filter(~Exists(tasks))
     elif status == ConversationStatus.OPEN:
@@ -103,7 +102,7 @@ def progress(statuses: tuple[str, ...] = (Physician.Status.TRIAL, Physician.Stat
     }
     counts = (
         Assignment.objects.filter(physician_id__in=list(rows))
-        .exclude(status=Assignment.Status.CANCELLED)
+        .exclude(status__in=Assignment.INACTIVE)
         .values("physician_id", "kind")
         .annotate(total=Count("id"), done=Count("id", filter=Q(status=Assignment.Status.DONE)))
     )
@@ -117,3 +116,25 @@ def physicians_for_vetting(status: str = "") -> QuerySet[Physician]:
     if status:
         physicians = physicians.filter(status=status)
     return physicians.order_by("status", "user__username")
+
+
+def withdrawn_tasks(limit: int = 50) -> list[Assignment]:
+    """The latest tasks withdrawn from physicians, with the note saying why (assignment page)."""
+    return list(
+        Assignment.objects.filter(status=Assignment.Status.WITHDRAWN)
+        .select_related("physician__user", "conversation", "criterion")
+        .order_by("-id")[:limit]
+    )
+
+
+# Conversations listed by name in a change preview; the rest are counted.
+PREVIEW_ROWS = 50
+
+
+def preview_rows(conversation_ids: Sequence[int]) -> dict:
+    """The first conversations of a planned change, with theme and opening words, and how many in all."""
+    shown = list(conversation_ids[:PREVIEW_ROWS])
+    found = {
+        c.id: c for c in Conversation.objects.filter(id__in=shown).only("id", "code", "prompt_id", "theme", "messages")
+    }
+    return {"rows": [found[cid] for cid in shown if cid in found], "total": len(conversation_ids)}

@@ -11,7 +11,7 @@ from annotation.models import Assignment, Conversation, Physician
 # Open tasks listed per kind on the home page; the rest are reached one after another.
 LISTED = 5
 # The page each kind of task is done on, by the conversation's code (labeling: by the task's code).
-TASK_PAGES = {
+TASK_PAGES: dict[str, str] = {
     Assignment.Kind.RUBRIC: "rubric_editor",
     Assignment.Kind.IDEAL_RESPONSE: "ideal_editor",
     Assignment.Kind.CONSENSUS_VOTE: "votes",
@@ -24,6 +24,20 @@ class TaskLink:
     url: str
     prompt_id: str
     theme: str
+    # The first words of the conversation's first user message: what the task is about.
+    opening: str = ""
+
+
+OPENING_WORDS = 12
+
+
+def opening_words(messages: object, words: int = OPENING_WORDS) -> str:
+    """The first words of the first user message ("" when there is none)."""
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict) and message.get("role") == "user":
+            parts = str(message.get("content", "")).split()
+            return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+    return ""
 
 
 @dataclass
@@ -32,6 +46,8 @@ class KindSummary:
     label: str
     open: int = 0
     done: int = 0
+    # Taken off the list after they were given out (the physician now writes the rubric).
+    withdrawn: int = 0
     tasks: list[TaskLink] = field(default_factory=list)
 
     @property
@@ -52,7 +68,7 @@ def task_summary(physician: Physician) -> list[KindSummary]:
 
     Window functions number the tasks and count them within each (kind, status); only the
     first LISTED of each group come back, each carrying its group's size. Plain values, not
-    model instances: the conversation's messages stay unread.
+    model instances; the messages are read for the listed open tasks only (a second query).
     """
     summary = {kind: KindSummary(kind, label) for kind, label in Assignment.Kind.choices}
     group = [F("kind"), F("status")]
@@ -69,12 +85,17 @@ def task_summary(physician: Physician) -> list[KindSummary]:
             "kind", "status", "in_group", "code", "conversation__code", "conversation__prompt_id", "conversation__theme"
         )
     )
-    for kind, status, in_group, code, conversation_code, prompt_id, theme in rows:
+    found = list(rows)
+    listed = {row[5] for row in found if row[1] == Assignment.Status.OPEN}
+    messages = dict(Conversation.objects.filter(prompt_id__in=listed).values_list("prompt_id", "messages"))
+    for kind, status, in_group, code, conversation_code, prompt_id, theme in found:
         entry = summary[kind]
         if status == Assignment.Status.OPEN:
             entry.open = in_group
             url = reverse(TASK_PAGES[kind], args=[code if kind == Assignment.Kind.LABEL else conversation_code])
-            entry.tasks.append(TaskLink(url, prompt_id, theme))
+            entry.tasks.append(TaskLink(url, prompt_id, theme, opening_words(messages.get(prompt_id))))
+        elif status == Assignment.Status.WITHDRAWN:
+            entry.withdrawn = in_group
         else:
             entry.done = in_group
     return list(summary.values())
@@ -104,7 +125,7 @@ class LabelPosition:
 
 def _label_items(physician_id: int):
     return Assignment.objects.filter(physician_id=physician_id, kind=Assignment.Kind.LABEL).exclude(
-        status=Assignment.Status.CANCELLED
+        status__in=Assignment.INACTIVE
     )
 
 

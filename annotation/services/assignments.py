@@ -12,6 +12,11 @@ from django.utils import timezone
 from annotation.models import Assignment, Conversation, Criterion, IdealResponse, Physician
 from grading.models import Response
 
+LABEL_CONFLICT_NOTE = (
+    "Withdrawn: this physician wrote the conversation or (was assigned) its rubric, and nobody labels responses "
+    "against a rubric they wrote. Assign the item to another physician."
+)
+
 # Reference responses shown beside the ideal-response editor, as in the paper's Groups 2 and 3.
 REFERENCES_PER_TASK = 4
 
@@ -24,11 +29,22 @@ class AssignSummary:
     created: int
     # Items that still have fewer than N physicians: too few eligible physicians were chosen.
     short: int
+    # Per short conversation, why physicians were passed over ("p-1: physician and physician2 write its rubric").
+    reasons: tuple[str, ...] = ()
+    # Open labeling tasks taken back because their physician now writes the rubric.
+    withdrawn: int = 0
 
     def __str__(self) -> str:
         text = f"{self.created} tasks created over {self.items} items"
         if self.short:
-            text += f"; {self.short} items could not get enough physicians (too few eligible)"
+            text += f"; {self.short} items could not get enough physicians"
+            if not self.reasons:
+                text += " (too few eligible physicians were chosen)"
+        if self.withdrawn:
+            text += (
+                f"; {self.withdrawn} open labeling tasks of the new rubric writers were withdrawn, because "
+                "nobody labels responses against a rubric they wrote"
+            )
         return text
 
 
@@ -97,7 +113,7 @@ def _existing(kind: str, conversation_ids: Sequence[int]) -> dict[Item, set[int]
     assigned: dict[Item, set[int]] = defaultdict(set)
     rows = (
         Assignment.objects.filter(kind=kind, conversation_id__in=conversation_ids)
-        .exclude(status=Assignment.Status.CANCELLED)
+        .exclude(status__in=Assignment.INACTIVE)
         .values_list("conversation_id", "response_id", "criterion_id", "physician_id")
     )
     for cid, rid, crit, pid in rows:
@@ -113,10 +129,12 @@ def spread(
     load: dict[int, int],
     assigned: dict[Item, set[int]],
     excluded: dict[int, set[int]],
+    short_items: list[Item] | None = None,
 ) -> tuple[list[tuple[Item, int]], int]:
     """Choose physicians for each item, least loaded first (ties by id); returns (pairs, short items).
 
     Pure: `load` is the open-task count per physician and is not changed; the chosen pairs are.
+    Items left short are appended to `short_items` when given, so the caller can say why.
     """
     heap = [(load.get(pid, 0), pid) for pid in physician_ids]
     heapq.heapify(heap)
@@ -141,7 +159,73 @@ def spread(
             heapq.heappush(heap, (count + 1, pid))
         if need > 0:
             short += 1
+            if short_items is not None:
+                short_items.append(item)
     return pairs, short
+
+
+def skip_reasons(
+    short_items: Sequence[Item],
+    *,
+    physician_ids: Sequence[int],
+    per_item: int,
+    assigned: dict[Item, set[int]],
+    excluded: dict[int, set[int]],
+    chosen: Sequence[tuple[Item, int]],
+) -> list[str]:
+    """One sentence per conversation with short items: who was passed over, and why."""
+    names = dict(Physician.objects.filter(id__in=physician_ids).values_list("id", "user__username"))
+    prompt_ids = dict(
+        Conversation.objects.filter(id__in={item[0] for item in short_items}).values_list("id", "prompt_id")
+    )
+    got: dict[Item, int] = defaultdict(int)
+    for item, _ in chosen:
+        got[item] += 1
+    by_conversation: dict[int, list[Item]] = defaultdict(list)
+    for item in short_items:
+        by_conversation[item[0]].append(item)
+    reasons = []
+    for cid, items in by_conversation.items():
+        have = min(len(assigned.get(item, ())) + got[item] for item in items)
+        writers = sorted(names.get(pid, str(pid)) for pid in excluded.get(cid, ()) if pid in names)
+        label = f"{prompt_ids.get(cid, cid)}" + (f" ({len(items)} items)" if items[0][1] is not None else "")
+        text = f"{label}: has {have} of {per_item} physicians"
+        if writers:
+            text += f"; skipped {_and(writers)}, who wrote or write its rubric and so may not label its responses"
+        eligible = len(physician_ids) - len(writers)
+        text += f"; {eligible} other eligible physician{'s' if eligible != 1 else ''} in the selection"
+        reasons.append(text)
+    return reasons
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def label_tasks_withdraw(*, pairs: Sequence[tuple[int, int]], note: str) -> int:
+    """Withdraw the open labeling tasks of these (physician, conversation) pairs, with a note for the curator.
+
+    A conditional update: a task done in the meantime keeps its label and stays done.
+    """
+    withdrawn = 0
+    for physician_id, conversation_id in pairs:
+        withdrawn += Assignment.objects.filter(
+            physician_id=physician_id,
+            conversation_id=conversation_id,
+            kind=Assignment.Kind.LABEL,
+            status=Assignment.Status.OPEN,
+        ).update(status=Assignment.Status.WITHDRAWN, note=note)
+    return withdrawn
+
+
+def label_task_withdraw(*, task: Assignment, note: str) -> bool:
+    """Withdraw one open labeling task; False when it was no longer open (done or withdrawn already)."""
+    updated = Assignment.objects.filter(id=task.id, status=Assignment.Status.OPEN).update(
+        status=Assignment.Status.WITHDRAWN, note=note
+    )
+    if updated:
+        task.status, task.note = Assignment.Status.WITHDRAWN, note
+    return bool(updated)
 
 
 def _references(conversation_ids: Sequence[int]) -> dict[int, list[int]]:
@@ -181,13 +265,24 @@ def assignments_create(
         else:
             items = [(cid, None, None) for cid in conversation_ids]
             excluded = {}
+        assigned = _existing(kind, conversation_ids)
+        short_items: list[Item] = []
         pairs, short = spread(
             items,
             physician_ids=physician_ids,
             per_item=per_item,
             load=open_load(physician_ids),
-            assigned=_existing(kind, conversation_ids),
+            assigned=assigned,
             excluded=excluded,
+            short_items=short_items,
+        )
+        reasons = skip_reasons(
+            short_items,
+            physician_ids=physician_ids,
+            per_item=per_item,
+            assigned=assigned,
+            excluded=excluded,
+            chosen=pairs,
         )
         if kind != Assignment.Kind.IDEAL_RESPONSE:
             condition = ""
@@ -218,7 +313,17 @@ def assignments_create(
                     for rid in refs.get(task.conversation_id, [])
                 ]
             )
-    return AssignSummary(items=len(items), created=len(created), short=short)
+        withdrawn = 0
+        if kind == Assignment.Kind.RUBRIC and pairs:
+            # A rubric writer may not label its responses: labeling tasks given out earlier
+            # would be impossible, so they leave the physician's list with a note instead.
+            withdrawn = label_tasks_withdraw(
+                pairs=[(pid, cid) for (cid, _, _), pid in pairs],
+                note=LABEL_CONFLICT_NOTE,
+            )
+    return AssignSummary(
+        items=len(items), created=len(created), short=short, reasons=tuple(reasons), withdrawn=withdrawn
+    )
 
 
 def assignments_cancel_open(*, physician: Physician) -> int:

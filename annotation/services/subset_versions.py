@@ -18,6 +18,10 @@ from annotation.models import Conversation, IdealResponse, Physician, Subset, Su
 BATCH = 500
 
 
+class SubsetEmpty(ValueError):
+    """A version of nothing would name no conversations: freezing it is refused."""
+
+
 def subset_version_freeze(*, subset: Subset, frozen_by: Physician | None = None) -> tuple[SubsetVersion, bool]:
     """Freeze the subset as it is now; return (version, created).
 
@@ -26,6 +30,8 @@ def subset_version_freeze(*, subset: Subset, frozen_by: Physician | None = None)
     with transaction.atomic():
         # Lock the subset row so two curators freezing at once get numbers 1 and 2, not 1 twice.
         subset = Subset.objects.select_for_update().get(pk=subset.pk)
+        if not subset.members.exists():
+            raise SubsetEmpty(f"{subset.name} has no members: add conversations before freezing it")
         digest = hashlib.sha256()
         snapshot = []
         for line in export_subset_lines(subset):

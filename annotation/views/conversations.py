@@ -4,6 +4,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from annotation.access import WORKING, get_conversation_for_reader, physician_for, require_role, role_of
@@ -11,6 +12,7 @@ from annotation.models import THEMES, Conversation, Physician
 from annotation.selectors.tasks import task_summary
 
 
+@never_cache
 def home(request: HttpRequest) -> HttpResponse:
     # The root is the login page for visitors, so a fresh install opens on a way in.
     if not request.user.is_authenticated:
@@ -50,5 +52,5 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def conversation_detail(request: HttpRequest, code) -> HttpResponse:
     conversation = get_conversation_for_reader(request, code)
-    criteria = conversation.criteria.select_related("consensus_criterion").order_by("position", "id")
+    criteria = conversation.criteria.select_related("consensus_criterion", "author__user").order_by("position", "id")
     return render(request, "conversation_detail.html", {"conversation": conversation, "criteria": criteria})

@@ -27,6 +27,8 @@ from annotation.services.vetting import TRANSITIONS, physician_status_set
 from annotation.views.rendering import wants_fragment
 
 ASSIGN_TEMPLATE = "annotation/assignments.html"
+# Per-conversation reasons shown after an assignment; the rest are counted.
+SHOWN_REASONS = 10
 
 
 def _assign_form(data=None) -> AssignForm:
@@ -77,6 +79,10 @@ def assignments(request: HtmxRequest) -> HttpResponse:
                 )
             else:
                 (messages.success if summary.created else messages.warning)(request, str(summary).capitalize() + ".")
+                for reason in summary.reasons[:SHOWN_REASONS]:
+                    messages.warning(request, reason + ".")
+                if len(summary.reasons) > SHOWN_REASONS:
+                    messages.warning(request, f"… and {len(summary.reasons) - SHOWN_REASONS} more conversations.")
             return redirect("assignments")
     else:
         form = _assign_form(request.GET or None)
@@ -94,6 +100,7 @@ def assignments(request: HtmxRequest) -> HttpResponse:
     if wants_fragment(request):
         return render(request, f"{ASSIGN_TEMPLATE}#preview", context)
     context["progress"] = curation.progress()
+    context["withdrawn"] = curation.withdrawn_tasks()
     return render(request, ASSIGN_TEMPLATE, context)
 
 

@@ -7,24 +7,36 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from annotation.access import physician_for, require_role
 from annotation.formats.exporter import export_subset_lines
 from annotation.formats.importer import ImportFailed, import_healthbench_lines
+from annotation.formats.validation import MAX_LINE_BYTES, MAX_UPLOAD_BYTES, READ_CHUNK, split_lines
 from annotation.forms.curator import HardBuildForm, ImportForm, PromptIdsForm, SubsetCreateForm, SubsetFilterForm
 from annotation.models import Physician, Subset, SubsetVersion
 from annotation.selectors.consensus_overview import consensus_overview
+from annotation.selectors.curation import preview_rows
 from annotation.selectors.dataset_stats import subset_stats, version_stats
 from annotation.services.subset_builders import (
-    consensus_subset_build,
+    consensus_candidates,
+    conversation_mean_scores,
     filtered_conversations,
-    hard_subset_build,
-    subset_members_add,
-    subset_members_remove,
-    subset_members_set,
+    hardest_conversations,
 )
-from annotation.services.subset_versions import export_version_lines, subset_version_freeze
+from annotation.services.subset_changes import (
+    NothingToUndo,
+    SubsetChanged,
+    SubsetPlan,
+    subset_change_apply,
+    subset_change_undo,
+    subset_plan_add,
+    subset_plan_remove,
+    subset_plan_set,
+    undoable_change,
+)
+from annotation.services.subset_versions import SubsetEmpty, export_version_lines, subset_version_freeze
 
 CURATOR = Physician.Role.CURATOR
 READERS = (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
@@ -53,16 +65,23 @@ def curator_import(request: HttpRequest) -> HttpResponse:
     errors, summary = [], None
     form = ImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
         try:
-            summary = import_healthbench_lines(form.cleaned_data["file"], subset_name=form.cleaned_data["subset"])
+            # Lines are split from the upload's chunks: memory stays bounded and time linear
+            # however long a line is (a line past MAX_LINE_BYTES is refused, never assembled).
+            lines = split_lines(upload.chunks(READ_CHUNK))
+            summary = import_healthbench_lines(lines, subset_name=form.cleaned_data["subset"])
         except ImportFailed as exc:
             errors = exc.errors
-    status = 400 if errors else 200
+    status = 400 if errors or form.errors else 200
     context = {
         "form": form,
         "errors": errors,
         "summary": summary,
         "filename": getattr(form.cleaned_data.get("file"), "name", "") if form.is_bound and form.is_valid() else "",
+        "max_upload_bytes": MAX_UPLOAD_BYTES,
+        "max_upload_mb": MAX_UPLOAD_BYTES // (1024 * 1024),
+        "max_line_mb": MAX_LINE_BYTES // (1024 * 1024),
     }
     return render(request, "curator/import.html", context, status=status)
 
@@ -81,9 +100,9 @@ def curator_subsets(request: HttpRequest) -> HttpResponse:
     return render(request, "curator/subsets.html", {"subsets": subsets, "form": form})
 
 
-@login_required
-def curator_subset(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+def _subset_page(
+    request: HttpRequest, subset: Subset, *, preview: dict | None = None, status: int = 200
+) -> HttpResponse:
     members = subset.members.select_related("conversation").order_by("id")
     page = Paginator(members, 50).get_page(request.GET.get("page"))
     context = {
@@ -93,8 +112,56 @@ def curator_subset(request: HttpRequest, name: str) -> HttpResponse:
         "filter_form": SubsetFilterForm(),
         "ids_form": PromptIdsForm(),
         "hard_form": HardBuildForm() if subset.kind == Subset.Kind.HARD else None,
+        "undo": undoable_change(subset),
+        "preview": preview,
     }
-    return render(request, "curator/subset_detail.html", context)
+    return render(request, "curator/subset_detail.html", context, status=status)
+
+
+@never_cache
+@login_required
+def curator_subset(request: HttpRequest, name: str) -> HttpResponse:
+    return _subset_page(request, _get_subset(request, name))
+
+
+def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str = "") -> HttpResponse:
+    """Apply a plan that only adds; show a plan that removes members and apply it once confirmed.
+
+    The confirmation posts the same fields again with the plan's fingerprint: the plan is worked
+    out anew, and applied only if it is still the one the curator saw.
+    """
+    if plan.empty:
+        messages.info(request, f"{plan.action}: nothing to change. {note}".strip())
+        return redirect("curator_subset", name=subset.name)
+    confirmed = request.POST.get("confirm", "")
+    if plan.destructive and confirmed != plan.fingerprint:
+        if confirmed:
+            messages.warning(
+                request, "The subset or the data changed since that preview. Check this one and confirm again."
+            )
+        fields = [
+            (key, value) for key, values in request.POST.lists() if key not in ("csrfmiddlewaretoken", "confirm")
+            for value in values
+        ]  # fmt: skip
+        preview = {
+            "plan": plan,
+            "fields": fields,
+            "action_url": request.path,
+            "added": preview_rows(plan.added),
+            "removed": preview_rows(plan.removed),
+            "note": note,
+        }
+        return _subset_page(request, subset, preview=preview)
+    try:
+        subset_change_apply(subset=subset, plan=plan, by=physician_for(request.user))
+    except SubsetChanged:
+        messages.error(request, "The subset changed while you were looking at it: nothing was applied. Try again.")
+        return redirect("curator_subset", name=subset.name)
+    text = (
+        f"{plan.action}: {len(plan.added)} added, {len(plan.removed)} removed. You can undo this until the next freeze."
+    )
+    messages.success(request, f"{text} {note}".strip())
+    return redirect("curator_subset", name=subset.name)
 
 
 @require_POST
@@ -104,7 +171,9 @@ def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
     form = SubsetFilterForm(request.POST)
     if not form.is_valid():
         messages.error(
-            request, "The filter is not valid: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+            request,
+            "The filter is not valid: "
+            + "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()),
         )
         return redirect("curator_subset", name=name)
     data = form.cleaned_data
@@ -118,11 +187,12 @@ def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
         ).values_list("id", flat=True)
     )
     if data["mode"] == "replace":
-        added, removed = subset_members_set(subset=subset, conversation_ids=ids)
+        plan = subset_plan_set(
+            subset=subset, conversation_ids=ids, action=f"Replace the members with {len(ids)} matches"
+        )
     else:
-        added, removed = subset_members_add(subset=subset, conversation_ids=ids), 0
-    messages.success(request, f"{len(ids)} conversations matched: {added} added, {removed} removed.")
-    return redirect("curator_subset", name=name)
+        plan = subset_plan_add(subset=subset, conversation_ids=ids, action=f"Add {len(ids)} matches")
+    return _change(request, subset, plan)
 
 
 @require_POST
@@ -131,16 +201,23 @@ def curator_subset_pick(request: HttpRequest, name: str) -> HttpResponse:
     subset = _get_subset(request, name)
     form = PromptIdsForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(form.errors.get("prompt_ids", [])) or "Give one prompt_id per line.")
-        return redirect("curator_subset", name=name)
-    ids = form.cleaned_data["prompt_ids"]
-    if form.cleaned_data["action"] == "add":
-        messages.success(request, f"{subset_members_add(subset=subset, conversation_ids=ids)} conversations added.")
-    else:
-        messages.success(
-            request, f"{subset_members_remove(subset=subset, conversation_ids=ids)} conversations removed."
+        messages.error(
+            request, " ".join(str(e) for e in form.errors.get("prompt_ids", [])) or "Give one prompt_id per line."
         )
-    return redirect("curator_subset", name=name)
+        return redirect("curator_subset", name=name)
+    ids, unknown = form.found()
+    note = ""
+    if unknown:
+        shown = ", ".join(unknown[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else "")
+        note = f"Not found, so left out: {shown}."
+    if not ids:
+        messages.error(request, f"None of these prompt_ids is a conversation here, so nothing changed. {note}")
+        return redirect("curator_subset", name=name)
+    if form.cleaned_data["action"] == "add":
+        plan = subset_plan_add(subset=subset, conversation_ids=ids, action=f"Hand-pick {len(ids)} to add")
+    else:
+        plan = subset_plan_remove(subset=subset, conversation_ids=ids, action=f"Hand-pick {len(ids)} to remove")
+    return _change(request, subset, plan, note=note)
 
 
 @require_POST
@@ -150,9 +227,9 @@ def curator_subset_rebuild_consensus(request: HttpRequest, name: str) -> HttpRes
     if subset.kind != Subset.Kind.CONSENSUS:
         messages.error(request, "Only a Consensus subset is rebuilt from attached consensus criteria.")
         return redirect("curator_subset", name=name)
-    _, added, removed = consensus_subset_build(name=subset.name)
-    messages.success(request, f"Rebuilt from attached consensus criteria: {added} added, {removed} removed.")
-    return redirect("curator_subset", name=name)
+    ids = consensus_candidates().values_list("id", flat=True)
+    plan = subset_plan_set(subset=subset, conversation_ids=ids, action="Rebuild from attached consensus criteria")
+    return _change(request, subset, plan)
 
 
 @require_POST
@@ -162,18 +239,36 @@ def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
     form = HardBuildForm(request.POST)
     if subset.kind != Subset.Kind.HARD:
         messages.error(request, "Only a Hard subset is built from run scores.")
-    elif not form.is_valid():
+        return redirect("curator_subset", name=name)
+    if not form.is_valid():
         messages.error(
             request,
-            "Pick at least one run and a positive number: " + "; ".join(" ".join(v) for v in form.errors.values()),
+            "Pick at least one run and a positive number: "
+            + "; ".join(" ".join(str(e) for e in v) for v in form.errors.values()),
         )
+        return redirect("curator_subset", name=name)
+    runs = list(form.cleaned_data["runs"])
+    n = form.cleaned_data["n"]
+    ids = hardest_conversations(conversation_mean_scores(runs), n)
+    names = ", ".join(run.name for run in runs)
+    plan = subset_plan_set(
+        subset=subset, conversation_ids=ids, action=f"Build Hard: the {n} lowest-scoring over {names}"
+    )
+    return _change(request, subset, plan)
+
+
+@require_POST
+@login_required
+def curator_subset_undo(request: HttpRequest, name: str) -> HttpResponse:
+    subset = _get_subset(request, name)
+    try:
+        change = subset_change_undo(subset=subset)
+    except NothingToUndo as exc:
+        messages.error(request, f"Nothing undone: {exc}.")
     else:
-        runs = list(form.cleaned_data["runs"])
-        _, added, removed = hard_subset_build(runs=runs, n=form.cleaned_data["n"], name=subset.name)
         messages.success(
             request,
-            f"The {form.cleaned_data['n']} lowest-scoring conversations over {len(runs)} run(s): {added} "
-            f"added, {removed} removed.",
+            f"Undone: {change.action} ({len(change.added)} taken out again, {len(change.removed)} put back).",
         )
     return redirect("curator_subset", name=name)
 
@@ -182,7 +277,13 @@ def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 def curator_subset_freeze(request: HttpRequest, name: str) -> HttpResponse:
     subset = _get_subset(request, name)
-    version, created = subset_version_freeze(subset=subset, frozen_by=physician_for(request.user))
+    try:
+        version, created = subset_version_freeze(subset=subset, frozen_by=physician_for(request.user))
+    except SubsetEmpty:
+        messages.error(
+            request, f"{subset.name} has no members, so there is nothing to freeze. Add conversations first."
+        )
+        return redirect("curator_subset", name=name)
     if created:
         messages.success(request, f"Frozen as version {version.number} (sha256 {version.content_hash[:12]}…).")
     else:

@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -14,6 +15,7 @@ from annotation.services.drafts import conversation_draft_create
 from annotation.views.rendering import render_page, wants_fragment
 
 
+@never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def draft(request: HtmxRequest) -> HttpResponse:

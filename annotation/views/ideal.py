@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from annotation.access import HtmxRequest, get_task
@@ -12,6 +13,7 @@ from annotation.models import Assignment, IdealResponse
 from annotation.services.ideal import ideal_response_save
 
 
+@never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def ideal_editor(request: HtmxRequest, code) -> HttpResponse:

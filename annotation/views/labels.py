@@ -4,13 +4,15 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import push_url
 
-from annotation.access import HtmxRequest, get_label_task, require_working_physician
+from annotation.access import HtmxRequest, get_label_task, label_conflict, require_working_physician
 from annotation.forms.workspace import LabelForm
 from annotation.models import Assignment, PhysicianLabel
 from annotation.selectors.tasks import following_label_code, label_position, next_label_code
+from annotation.services.assignments import LABEL_CONFLICT_NOTE, label_task_withdraw
 from annotation.services.labels import label_record
 from annotation.views.rendering import render_page, wants_fragment
 
@@ -21,7 +23,7 @@ def _context(task: Assignment, form: LabelForm | None = None) -> dict:
     # The physician's own earlier answer, if any; never anyone else's label or the grader's decision.
     # Labeling marks the task done in the same transaction, so an open task has no label to read.
     own = None
-    if task.is_done:
+    if task.is_done and task.response_id is not None and task.criterion_id is not None:
         own = (
             PhysicianLabel.objects.filter(
                 physician_id=task.physician_id, response_id=task.response_id, criterion_id=task.criterion_id
@@ -38,6 +40,9 @@ def _context(task: Assignment, form: LabelForm | None = None) -> dict:
     }
 
 
+# Labeling pages change with every answer: the browser must ask again rather than show an
+# old copy from its history (Back would otherwise show "1 of 12 labeled" after the second).
+@never_cache
 @login_required
 @require_GET
 def label_next(request: HtmxRequest) -> HttpResponse:
@@ -49,10 +54,13 @@ def label_next(request: HtmxRequest) -> HttpResponse:
     return render(request, TEMPLATE, {"task": None})
 
 
+@never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def label_item(request: HtmxRequest, code) -> HttpResponse:
     task = get_label_task(request, code)
+    if label_conflict(task):
+        return _withdrawn(request, task)
     if request.method == "POST":
         form = LabelForm(request.POST)
         if form.is_valid():
@@ -60,6 +68,17 @@ def label_item(request: HtmxRequest, code) -> HttpResponse:
             return _after_label(request, task)
         return _render(request, task, form)
     return _render(request, task, None)
+
+
+def _withdrawn(request: HtmxRequest, task: Assignment) -> HttpResponse:
+    """Say why the item cannot be labeled and where to go next, instead of a bare refusal."""
+    if task.is_open:
+        # Made impossible after it was given out (e.g. a task created by hand in the admin).
+        label_task_withdraw(task=task, note=LABEL_CONFLICT_NOTE)
+    context = {"task": None, "withdrawn": task, "next_code": next_label_code(task.physician)}
+    # A refusal on a whole page; a fragment swapped in after the previous item stays a 200 so htmx shows it.
+    status = 200 if wants_fragment(request) else 403
+    return render_page(request, TEMPLATE, context, fragment="label-item", status=status)
 
 
 def _render(request: HtmxRequest, task: Assignment, form: LabelForm | None) -> HttpResponse:
@@ -73,7 +92,8 @@ def _after_label(request: HtmxRequest, task: Assignment) -> HttpResponse:
         return redirect(url)
     # Swap in the next item and put its address in the location bar, so reload and back work.
     if following:
-        response = _render(request, get_label_task(request, following), None)
+        task = get_label_task(request, following)
+        response = _withdrawn(request, task) if label_conflict(task) else _render(request, task, None)
     else:
         response = render(request, f"{TEMPLATE}#label-item", {"task": None})
     return push_url(response, url)

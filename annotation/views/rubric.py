@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.access import HtmxRequest, get_criterion_for_author_rw, get_rubric_task_rw, get_task
@@ -38,6 +39,7 @@ def _editor_url(task: Assignment, criterion_id: int | None = None) -> str:
     return f"{url}#criterion-{criterion_id}" if criterion_id else url
 
 
+@never_cache
 @login_required
 @require_GET
 def rubric_editor(request: HtmxRequest, code) -> HttpResponse:
@@ -65,6 +67,7 @@ def _initial(criterion: Criterion) -> dict:
     return {"text": criterion.text, "points": criterion.points, "axis": criterion.axis}
 
 
+@never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def criterion_edit(request: HtmxRequest, code, criterion_id: int) -> HttpResponse:
@@ -84,6 +87,7 @@ def criterion_edit(request: HtmxRequest, code, criterion_id: int) -> HttpRespons
     return render(request, TEMPLATE, _context(task, editing=criterion.id, edit_form=form))
 
 
+@never_cache
 @login_required
 @require_GET
 def criterion_row(request: HtmxRequest, code, criterion_id: int) -> HttpResponse:

@@ -4,6 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import HtmxRequest, get_consensus_criterion_for_task, get_task
@@ -20,6 +21,7 @@ def _progress(rows) -> dict:
     return {"voted": sum(1 for r in rows if r.applies is not None), "total": len(rows)}
 
 
+@never_cache
 @login_required
 @require_GET
 def votes(request: HtmxRequest, code) -> HttpResponse:

@@ -12,12 +12,22 @@ name the line and the field, as the HealthBench file import does.
 """
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 # The message checks are the HealthBench file's own: meta-eval prompts are the same messages.
-from annotation.formats.healthbench import MAX_PROMPT_ID, RowError, RowInvalid, load_object, parse_messages
+from annotation.formats.healthbench import RowError, RowInvalid, load_object, parse_messages
+from annotation.formats.validation import (
+    MAX_CLUSTER,
+    MAX_COMPLETION_ID,
+    MAX_PHYSICIAN_ID,
+    MAX_PROMPT_ID,
+    NO_ROWS,
+    LineTooLong,
+    numbered_lines,
+    too_long,
+)
 
 META_EVAL_KEYS = (
     "anonymized_physician_ids", "binary_labels", "category", "completion", "completion_id",
@@ -26,10 +36,8 @@ META_EVAL_KEYS = (
 META_EVAL_REQUIRED = ("anonymized_physician_ids", "binary_labels", "category", "completion_id", "prompt_id")
 GRADER_LABEL_KEYS = ("prompt_id", "completion_id", "category", "criteria_met", "explanation")
 GRADER_LABEL_REQUIRED = GRADER_LABEL_KEYS[:-1]
-# Physician ids are opaque: the public file's are 64 hex digits, other teams' are any names.
-MAX_PHYSICIAN_ID = 64  # annotation.Physician.anonymized_id
-MAX_COMPLETION_ID = 100  # grading.Response.completion_id
-MAX_CATEGORY = 200  # annotation.ConsensusCriterion.cluster
+# Physician ids are opaque: the public file's are 64 hex digits, other teams' are any names
+# (up to MAX_PHYSICIAN_ID characters, the column's size).
 MAX_ERRORS = 50
 
 
@@ -92,13 +100,14 @@ def _name(line: int, data: dict, key: str, limit: int) -> str:
     value = data[key]
     if not isinstance(value, str) or not value.strip():
         raise _fail(line, key, "must be a non-empty string")
-    if len(value) > limit:
-        raise _fail(line, key, f"is longer than {limit} characters")
+    problem = too_long(value, limit)
+    if problem:
+        raise _fail(line, key, problem)
     return value
 
 
 def _category(line: int, data: dict) -> str:
-    category = _name(line, data, "category", MAX_CATEGORY)
+    category = _name(line, data, "category", MAX_CLUSTER)
     if not category.startswith("cluster:") or len(category) == len("cluster:"):
         raise _fail(line, "category", f"must be a consensus criterion's cluster tag (cluster:...), not {category!r}")
     return category
@@ -128,8 +137,8 @@ def _labels(line: int, data: dict) -> tuple[tuple[tuple[str, bool], ...], tuple[
     for i, (pid, label) in enumerate(zip(ids, labels, strict=True)):
         if not isinstance(pid, str) or not pid.strip():
             raise _fail(line, f"anonymized_physician_ids[{i}]", f"{json.dumps(pid)} is not a non-empty string id")
-        if len(pid) > MAX_PHYSICIAN_ID:
-            raise _fail(line, f"anonymized_physician_ids[{i}]", f"is longer than {MAX_PHYSICIAN_ID} characters")
+        if too_long(pid, MAX_PHYSICIAN_ID):
+            raise _fail(line, f"anonymized_physician_ids[{i}]", str(too_long(pid, MAX_PHYSICIAN_ID)))
         if pid in first:
             if labels[first[pid]] != label:
                 raise _fail(
@@ -144,7 +153,7 @@ def _labels(line: int, data: dict) -> tuple[tuple[tuple[str, bool], ...], tuple[
     return tuple(out), tuple(repeated)
 
 
-def parse_meta_eval_line(line: int, raw: bytes) -> MetaEvalRow:
+def parse_meta_eval_line(line: int, raw: bytes | LineTooLong) -> MetaEvalRow:
     """Parse one line of a meta-eval file; raise RowInvalid naming the line and field."""
     data = load_object(line, raw, META_EVAL_KEYS, META_EVAL_REQUIRED, "a meta-eval row")
     prompt_id = _name(line, data, "prompt_id", MAX_PROMPT_ID)
@@ -177,7 +186,7 @@ def parse_meta_eval_line(line: int, raw: bytes) -> MetaEvalRow:
     )
 
 
-def parse_grader_label_line(line: int, raw: bytes) -> GraderLabelRow:
+def parse_grader_label_line(line: int, raw: bytes | LineTooLong) -> GraderLabelRow:
     data = load_object(line, raw, GRADER_LABEL_KEYS, GRADER_LABEL_REQUIRED, "a grader-label row")
     met = data["criteria_met"]
     if not isinstance(met, bool):
@@ -195,7 +204,7 @@ def parse_grader_label_line(line: int, raw: bytes) -> GraderLabelRow:
     )
 
 
-class _Errors(list):
+class _Errors(list[RowError]):
     """Errors of a whole file, stopping after MAX_ERRORS so a wrong file does not flood the terminal."""
 
     def add(self, error: RowError) -> bool:
@@ -206,11 +215,14 @@ class _Errors(list):
         return True
 
 
-def _numbered(lines: Iterable[bytes]):
-    for number, raw in enumerate(lines, start=1):
-        raw = raw.rstrip(b"\r\n")
-        if raw.strip():
-            yield number, raw
+def _numbered(lines: Iterable[bytes | LineTooLong]) -> Iterator[tuple[int, bytes | LineTooLong]]:
+    """numbered_lines, then a whole-file error when there was no row at all."""
+    empty = True
+    for number, raw in numbered_lines(lines):
+        empty = False
+        yield number, raw
+    if empty:
+        raise FileInvalid([RowError(0, "", NO_ROWS)])
 
 
 class _Agreement:
@@ -229,7 +241,7 @@ class _Agreement:
         )
 
 
-def parse_meta_eval_lines(lines: Iterable[bytes]) -> MetaEvalFile:
+def parse_meta_eval_lines(lines: Iterable[bytes | LineTooLong]) -> MetaEvalFile:
     """Parse a whole meta-eval file; raise FileInvalid listing every error (up to MAX_ERRORS)."""
     parsed = MetaEvalFile(rows=[])
     errors = _Errors()
@@ -278,7 +290,7 @@ def parse_meta_eval_lines(lines: Iterable[bytes]) -> MetaEvalFile:
     return parsed
 
 
-def parse_grader_label_lines(lines: Iterable[bytes]) -> list[GraderLabelRow]:
+def parse_grader_label_lines(lines: Iterable[bytes | LineTooLong]) -> list[GraderLabelRow]:
     """Parse a whole grader-label file; raise FileInvalid listing every error (up to MAX_ERRORS)."""
     rows: list[GraderLabelRow] = []
     errors = _Errors()

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from annotation.formats.healthbench import RowError
 from annotation.formats.importer import ImportFailed
+from annotation.formats.validation import LineTooLong
 from annotation.models import Conversation, Criterion
 from grading.metaeval.files import MAX_ERRORS, FileInvalid, GraderLabelRow, parse_grader_label_lines
 from grading.models import Grade, Response, Run
@@ -81,20 +82,21 @@ def _resolve(rows: list[GraderLabelRow]) -> list[_Item]:
             "conversation_id", "consensus_criterion__cluster", "id", "position", "text", "points", "tags"
         ):
             criteria[(cid, cluster)] = rest
-    items, errors = [], []
+    items: list[_Item] = []
+    errors: list[RowError] = []
     for r in rows:
-        cid = conversations.get(r.prompt_id)
-        if cid is None:
+        found = conversations.get(r.prompt_id)
+        if found is None:
             errors.append(RowError(r.line, "prompt_id", f"no conversation has prompt_id {r.prompt_id!r}"))
-        elif (cid, r.completion_id) not in responses:
+        elif (found, r.completion_id) not in responses:
             errors.append(
                 RowError(r.line, "completion_id", f"conversation {r.prompt_id!r} has no response {r.completion_id!r}")
             )
-        elif (cid, r.category) not in criteria:
+        elif (found, r.category) not in criteria:
             errors.append(RowError(r.line, "category", f"{r.category} is not attached to conversation {r.prompt_id!r}"))
         else:
-            pk, position, text, points, tags = criteria[(cid, r.category)]
-            items.append(_Item(responses[(cid, r.completion_id)], pk, position, text, points, tuple(tags)))
+            pk, position, text, points, tags = criteria[(found, r.category)]
+            items.append(_Item(responses[(found, r.completion_id)], pk, position, text, points, tuple(tags)))
         if len(errors) >= MAX_ERRORS:
             errors.append(RowError(r.line, "", f"stopped after {MAX_ERRORS} errors"))
             break
@@ -106,7 +108,8 @@ def _resolve(rows: list[GraderLabelRow]) -> list[_Item]:
 def _grade_rows(run_id: int, rows: list[GraderLabelRow], items: list[_Item], now: Any) -> list[tuple]:
     # Grade.position is unique per (run, response): number each response's grades in rubric order.
     order = sorted(range(len(rows)), key=lambda i: (items[i].response_id, items[i].position, items[i].criterion_id))
-    out, seen = [], {}
+    out: list[tuple] = []
+    seen: dict[int, int] = {}
     for i in order:
         item, row = items[i], rows[i]
         position = seen[item.response_id] = seen.get(item.response_id, -1) + 1
@@ -131,7 +134,9 @@ def _same_grades(run: Run, rows: list[GraderLabelRow], items: list[_Item]) -> bo
     return stored == incoming
 
 
-def grader_labels_import(*, lines: Iterable[bytes], run_name: str, source_file: str = "") -> GraderLabelsSummary:
+def grader_labels_import(
+    *, lines: Iterable[bytes | LineTooLong], run_name: str, source_file: str = ""
+) -> GraderLabelsSummary:
     """Import grader labels into run `run_name` (status imported) in one transaction.
 
     Raises ImportFailed (errors naming line and field) for bad rows or unknown items, and
@@ -144,8 +149,6 @@ def grader_labels_import(*, lines: Iterable[bytes], run_name: str, source_file: 
         rows = parse_grader_label_lines(lines)
     except FileInvalid as exc:
         raise ImportFailed(exc.errors) from None
-    if not rows:
-        raise ValueError("the file holds no grader labels")
     with transaction.atomic():
         items = _resolve(rows)
         # The lock makes a concurrent import of the same name wait, then see this one's grades.

@@ -27,6 +27,7 @@ from django.db.models.functions import MD5
 
 from annotation.formats.healthbench import RowError
 from annotation.formats.importer import ImportFailed
+from annotation.formats.validation import LineTooLong
 from annotation.models import (
     THEMES,
     ConsensusCriterion,
@@ -115,7 +116,7 @@ class MetaEvalImportSummary:
         )
 
 
-def meta_eval_import(*, lines: Iterable[bytes]) -> MetaEvalImportSummary:
+def meta_eval_import(*, lines: Iterable[bytes | LineTooLong]) -> MetaEvalImportSummary:
     """Import a meta-eval JSONL file in one transaction; raise ImportFailed naming lines and fields."""
     try:
         parsed = parse_meta_eval_lines(lines)

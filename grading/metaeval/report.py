@@ -6,8 +6,6 @@ Both the `meta_eval` command and the download buttons call these, so they give t
 for the same seed.
 """
 
-import csv
-import io
 import json
 import statistics
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ from grading.metaeval.chance import ALPHA, KAPPA, ChanceMetric, grader_kappa, ph
 from grading.metaeval.charts import COLOURS, Lane, strip_chart
 from grading.metaeval.selectors import ItemDetail, RunLabels, item_details, item_keys, run_labels
 from grading.models import Run
+from healthbench_web.spreadsheet import csv_text
 
 N_RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -144,9 +143,7 @@ def _split(name: str) -> tuple[str, str]:
 
 def report_csv(document: dict[str, Any]) -> str:
     """One row per (scope, grader metric), with the interval and rank beside the macro F1."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([name for name, _ in CSV_COLUMNS])
+    rows: list[list[Any]] = []
     for name, metric in document["model"].items():
         scope, base = _split(name)
         interval = document["intervals"].get(name, {})
@@ -159,15 +156,15 @@ def report_csv(document: dict[str, Any]) -> str:
             rank.get("rank"), rank.get("n_physicians"), rank.get("n_higher"), rank.get("n_tied"), rank.get("n_lower"),
             rank.get("percentile"), median,
         ]  # fmt: skip
-        writer.writerow(["" if c is None else c for c in cells])
+        rows.append(["" if c is None else c for c in cells])
     for table in (document["cohen_kappa"], document["krippendorff_alpha"]):
         for name, chance in table.items():
             scope, base = _split(name)
             value = UNDEFINED if chance["value"] is None else chance["value"]
             cells = [scope, base, chance["n"], value, chance["low"], chance["high"], chance["n_defined"],
                      chance["n_resamples"]]  # fmt: skip
-            writer.writerow(["" if c is None else c for c in cells] + [""] * (len(CSV_COLUMNS) - len(cells)))
-    return out.getvalue()
+            rows.append(["" if c is None else c for c in cells] + [""] * (len(CSV_COLUMNS) - len(cells)))
+    return csv_text([name for name, _ in CSV_COLUMNS], rows)
 
 
 # --- The web pages -----------------------------------------------------------------------

@@ -6,10 +6,11 @@ they show, and the downloads write the very document the `meta_eval` command pri
 
 import uuid
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 from django_htmx.middleware import HtmxDetails
@@ -72,7 +73,16 @@ def metaeval_runs(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def metaeval_report(request: HttpRequest) -> HttpResponse:
-    runs = _runs_for_reader(request, request.GET.getlist("run"))
+    require_role(request, *READERS)
+    ticked = [code for code in request.GET.getlist("run") if code]
+    # "Compare the ticked runs" with too few or too many ticked: back to the list, saying so.
+    if not ticked:
+        messages.warning(request, "Tick at least one run to compare, then press the button again.")
+        return redirect("metaeval_runs")
+    if len(set(ticked)) > MAX_RUNS:
+        messages.warning(request, f"Tick at most {MAX_RUNS} runs: the report compares that many side by side.")
+        return redirect("metaeval_runs")
+    runs = _runs_for_reader(request, ticked)
     analyses = [run_meta_eval_analysis(run=run, seed=_seed(request)) for run in runs]
     return render(request, "metaeval/report.html", report_page(analyses))
 

@@ -80,8 +80,14 @@ class RunForm(forms.Form):
         ("Run", ["concurrency", "use_cache", "length_adjusted", "healthbench_professional"]),
     ]
 
-    def groups(self) -> list[tuple[str, list[forms.BoundField]]]:
-        return [(legend, [self[name] for name in names]) for legend, names in self.GROUPS]
+    # Fields that apply to one source only: the page hides the others while that source is chosen.
+    SOURCE_ONLY = {"responses_from": "responses", **dict.fromkeys(["subset", "policy", "samples"], "sample")}
+
+    def groups(self) -> list[tuple[str, list[tuple[forms.BoundField, str]]]]:
+        """Per fieldset, each field with the source it belongs to ('' for all)."""
+        return [
+            (legend, [(self[name], self.SOURCE_ONLY.get(name, "")) for name in names]) for legend, names in self.GROUPS
+        ]
 
     def clean(self) -> dict:
         data = super().clean() or {}
@@ -140,7 +146,7 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
     context: dict[str, object] = {"form": form, "estimate": None, "endpoints": Endpoint.objects.exists()}
     if request.method == "POST" and raw_endpoint_fields(request.POST):
         form.is_valid()  # shows the refusal, and whatever else is wrong, beside the form
-        template = "runs/run_new.html#estimate" if request.htmx else "runs/run_new.html"
+        template = "runs/run_new.html#run-form" if request.htmx else "runs/run_new.html"
         return render(request, template, context, status=400)
     if request.method == "POST" and form.is_valid():
         spec = form.spec()
@@ -155,7 +161,8 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
             for problem in exc.problems:
                 form.add_error(None, problem)
     if request.htmx:
-        return render(request, "runs/run_new.html#estimate", context)
+        # The whole form comes back, so every error shows beside its own field.
+        return render(request, "runs/run_new.html#run-form", context)
     return render(request, "runs/run_new.html", context)
 
 

@@ -26,8 +26,6 @@ tag (theme, physician_agreed_category) and axis in ``metrics``, each with ``:n_s
 grading.reports.scoring.length_adjusted), and ``length_adjustment`` names the constants used.
 """
 
-import csv
-import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +35,7 @@ from django.core.cache import cache
 from grading.models import Run
 from grading.reports import scoring
 from grading.reports.selectors import RunGrades, run_fingerprint, run_grades_get
+from healthbench_web.spreadsheet import csv_text
 
 DEFAULT_SEED = 0
 CACHE_SECONDS = 24 * 3600
@@ -188,13 +187,8 @@ def metric_rows(data: dict, prefix: str | None = None) -> list[dict]:
 
 def report_csv(data: dict) -> str:
     """The metrics as CSV: a header, then one row per metric (see metric_rows)."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(metric_rows(data))
-    adjustment = data.get("length_adjustment")
-    if adjustment:
-        # The constants travel with the numbers they produced.
-        for key, value in adjustment.items():
-            writer.writerow({"name": f"length_adjustment:{key}", "value": value})
-    return out.getvalue()
+    rows = [[row[c] for c in CSV_COLUMNS] for row in metric_rows(data)]
+    # The length adjustment's constants travel with the numbers they produced.
+    for key, value in (data.get("length_adjustment") or {}).items():
+        rows.append([f"length_adjustment:{key}", value, "", ""])
+    return csv_text(CSV_COLUMNS, rows)

@@ -22,12 +22,23 @@ and ``metadata.length_adjustment`` (its constants), which reference tools ignore
 
 import json
 import mmap
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from annotation.formats.validation import (
+    MAX_COMPLETION_ID,
+    MAX_PROMPT_ID,
+    MAX_SMALLINT,
+    MAX_TOKENS,
+    MIN_SMALLINT,
+    NO_ROWS,
+    JsonProblem,
+    decode_json,
+    too_long,
+)
+
 MAX_ERRORS = 50
-MAX_PROMPT_ID = 100
-MAX_COMPLETION_ID = 100
 # simple-evals writes the file with json.dumps(indent=2): its top-level keys, and only
 # those, start a line with exactly two spaces (string values cannot hold a raw newline).
 _METADATA_KEY = b'\n  "metadata": '
@@ -117,8 +128,10 @@ def _parse_item(i: int, value: Any) -> GradedItem:
     points = value["points"]
     if isinstance(points, float) and points.is_integer():
         points = int(points)  # the reference types points as float; the dataset has whole numbers
-    if not _is_int(points) or not -32768 <= points <= 32767:
-        raise _Bad(f"{where}.points", f"must be a whole number, not {_text(points)}")
+    if not _is_int(points) or not MIN_SMALLINT <= points <= MAX_SMALLINT:
+        raise _Bad(
+            f"{where}.points", f"must be a whole number from {MIN_SMALLINT} to {MAX_SMALLINT}, not {_text(points)}"
+        )
     tags = value["tags"]
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise _Bad(f"{where}.tags", "must be a list of strings")
@@ -137,11 +150,14 @@ def _parse_item(i: int, value: Any) -> GradedItem:
 
 
 def _tokens(usage: Any, key: str) -> int | None:
-    if isinstance(usage, dict):
-        value = usage.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
+    # Usage is informative: a missing or odd count is left out, but one too large for the
+    # column is refused rather than stored wrong.
+    value = usage.get(key) if isinstance(usage, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    if value > MAX_TOKENS:
+        raise _Bad(f"usage.{key}", f"{value} is more than the largest token count stored, {MAX_TOKENS}")
+    return value
 
 
 def _parse_example(index: int, value: Any) -> ResultExample:
@@ -150,11 +166,13 @@ def _parse_example(index: int, value: Any) -> ResultExample:
     prompt_id = value.get("prompt_id")
     if not isinstance(prompt_id, str) or not prompt_id.strip():
         raise _Bad("prompt_id", "must be a non-empty string")
-    if len(prompt_id) > MAX_PROMPT_ID:
-        raise _Bad("prompt_id", f"is longer than {MAX_PROMPT_ID} characters")
+    if too_long(prompt_id, MAX_PROMPT_ID):
+        raise _Bad("prompt_id", str(too_long(prompt_id, MAX_PROMPT_ID)))
     completion_id = value.get("completion_id", "")
-    if not isinstance(completion_id, str) or len(completion_id) > MAX_COMPLETION_ID:
-        raise _Bad("completion_id", f"must be a string of at most {MAX_COMPLETION_ID} characters")
+    if not isinstance(completion_id, str):
+        raise _Bad("completion_id", f"must be a string, not {_text(completion_id)}")
+    if too_long(completion_id, MAX_COMPLETION_ID):
+        raise _Bad("completion_id", str(too_long(completion_id, MAX_COMPLETION_ID)))
     completion = value.get("completion")
     if not isinstance(completion, list) or len(completion) != 1 or not isinstance(completion[0], dict):
         raise _Bad("completion", "must be a list holding one message {content, role}")
@@ -178,30 +196,52 @@ def _parse_example(index: int, value: Any) -> ResultExample:
     )
 
 
+_EXAMPLE_PATH = re.compile(r"metadata\.example_level_metadata\[(\d+)\]\.?(.*)")
+
+
+def _file_error(field: str, message: str) -> ResultsInvalid:
+    # A problem found while decoding is named by its path; inside an example, name the example.
+    inside = _EXAMPLE_PATH.fullmatch(field)
+    if inside:
+        return ResultsInvalid([ExampleError(int(inside[1]), None, inside[2], message)])
+    return ResultsInvalid([ExampleError(None, None, field, message)])
+
+
 def _load(data: bytes | mmap.mmap) -> Any:
     """The examples list, or raise ResultsInvalid for a file that is not a results file.
 
     A paper-size file is gigabytes, mostly ``htmls`` and ``convos``: when the file has the
     reference's layout, only the ``metadata`` value is decoded."""
+    head = data[:65536]
+    if len(data) <= len(head) and not head.strip():
+        raise _file_error("", NO_ROWS)
     start = data.rfind(_METADATA_KEY)
-    if start >= 0:
-        tail = data[start + len(_METADATA_KEY) :]
+    # A second "metadata" key is a duplicate that only decoding the whole file reports.
+    if start >= 0 and data.find(_METADATA_KEY) == start:
         try:
-            text = tail.decode("utf-8")
-            metadata, end = json.JSONDecoder().raw_decode(text)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            pass  # not the layout we guessed: decode the whole file below
-        else:
-            if text[end:].strip() == "}":
+            text = data[start + len(_METADATA_KEY) :].decode("utf-8")
+        except UnicodeDecodeError:
+            text = ""  # not the layout we guessed: decode the whole file below
+        end = len(text.rstrip()) - 1
+        if end > 0 and text[end] == "}":
+            try:
+                # The value sits one level inside the document.
+                metadata = decode_json(text[:end], outer=1)
+            except json.JSONDecodeError:
+                pass  # not the layout we guessed: decode the whole file below
+            except JsonProblem as exc:
+                raise _file_error(f"metadata.{exc.field}" if exc.field else "", exc.message) from None
+            else:
                 return metadata
     try:
-        document = json.loads(data[:] if isinstance(data, mmap.mmap) else data)
+        text = (data[:] if isinstance(data, mmap.mmap) else data).decode("utf-8")
+        document = decode_json(text)
     except UnicodeDecodeError as exc:
-        raise ResultsInvalid([ExampleError(None, None, "", f"is not valid UTF-8: {exc.reason}")]) from None
+        raise _file_error("", f"is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
-        raise ResultsInvalid(
-            [ExampleError(None, None, "", f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]
-        ) from None
+        raise _file_error("", f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except JsonProblem as exc:
+        raise _file_error(exc.field, exc.message) from None
     if not isinstance(document, dict) or "metadata" not in document:
         raise ResultsInvalid(
             [ExampleError(None, None, "metadata", "is missing: this is not a simple-evals *_allresults.json file")]
@@ -251,7 +291,7 @@ def parse_results_file(data: bytes | mmap.mmap) -> ResultsFile:
             [ExampleError(None, None, "metadata.example_level_metadata", "must be a list of examples")]
         )
     if not examples:
-        raise ResultsInvalid([ExampleError(None, None, "metadata.example_level_metadata", "is empty")])
+        raise _file_error("metadata.example_level_metadata", NO_ROWS)
     parsed: list[ResultExample] = []
     errors: list[ExampleError] = []
     for index, value in enumerate(examples):

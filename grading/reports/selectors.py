@@ -6,7 +6,6 @@ built with the ORM (portable SQL) and run on a plain cursor, JSON columns come b
 and tag lists are numbered through a dict: a run has only a few dozen distinct ones.
 """
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -18,6 +17,7 @@ from django.db import connection
 from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast, Length
 
+from annotation.formats.validation import loads_repaired
 from annotation.models import Conversation, Criterion
 from grading.models import Grade, Response, Run
 from grading.reports import scoring
@@ -72,7 +72,7 @@ def _tag_table(texts: Sequence[str]) -> tuple[npt.NDArray[np.intp], scoring.TagT
     """Number JSON tag-list texts: (row of each text, TagTable of the distinct lists)."""
     numbering = {text: i for i, text in enumerate(dict.fromkeys(texts))}
     rows = np.fromiter(map(numbering.__getitem__, texts), dtype=np.intp, count=len(texts))
-    return rows, scoring.encode_tags([json.loads(t) for t in numbering])
+    return rows, scoring.encode_tags([loads_repaired(t) for t in numbering])
 
 
 def _chunk_size() -> int:

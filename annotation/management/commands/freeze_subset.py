@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Subset
-from annotation.services.subset_versions import subset_version_freeze
+from annotation.services.subset_versions import SubsetEmpty, subset_version_freeze
 
 
 class Command(BaseCommand):
@@ -19,7 +19,10 @@ class Command(BaseCommand):
             chosen = Subset.objects.get(name=subset)
         except Subset.DoesNotExist:
             raise CommandError(f"no subset named {subset!r}") from None
-        version, created = subset_version_freeze(subset=chosen)
+        try:
+            version, created = subset_version_freeze(subset=chosen)
+        except SubsetEmpty as exc:
+            raise CommandError(str(exc)) from None
         state = "frozen as" if created else "unchanged since"
         self.stdout.write(
             f"{subset}: {state} version {version.number} ({len(version.snapshot)} conversations, sha256 "

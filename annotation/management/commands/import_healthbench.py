@@ -3,6 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.formats.importer import ImportFailed, import_healthbench_lines
+from annotation.formats.validation import file_lines
 
 
 class Command(BaseCommand):
@@ -24,7 +25,7 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
         try:
             with handle:
-                summary = import_healthbench_lines(handle, subset_name=subset)
+                summary = import_healthbench_lines(file_lines(handle), subset_name=subset)
         except ImportFailed as exc:
             for error in exc.errors:
                 self.stderr.write(f"{file}: {error}")

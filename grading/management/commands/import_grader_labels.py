@@ -3,6 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.formats.importer import ImportFailed
+from annotation.formats.validation import file_lines
 from grading.metaeval.grader_labels import grader_labels_import
 
 
@@ -27,7 +28,7 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
         try:
             with handle:
-                summary = grader_labels_import(lines=handle, run_name=name, source_file=str(file))
+                summary = grader_labels_import(lines=file_lines(handle), run_name=name, source_file=str(file))
         except ImportFailed as exc:
             for error in exc.errors:
                 self.stderr.write(f"{file}: {error}")

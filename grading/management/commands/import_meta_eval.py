@@ -3,6 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.formats.importer import ImportFailed
+from annotation.formats.validation import file_lines
 from grading.metaeval.importer import META_EVAL_SUBSET, meta_eval_import
 
 
@@ -26,7 +27,7 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
         try:
             with handle:
-                summary = meta_eval_import(lines=handle)
+                summary = meta_eval_import(lines=file_lines(handle))
         except ImportFailed as exc:
             for error in exc.errors:
                 self.stderr.write(f"{file}: {error}")

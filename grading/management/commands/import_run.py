@@ -3,6 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.formats.validation import NO_ROWS
 from grading.reports.results_file import ResultsInvalid, parse_results_file
 from grading.reports.run_import import RunImportFailed, format_prompt_ids, run_import
 
@@ -32,7 +33,7 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
         with handle:
             if file.stat().st_size == 0:
-                raise CommandError(f"{file}: the file is empty; the database is unchanged")
+                raise CommandError(f"{file}: {NO_ROWS}; the database is unchanged")
             # Mapped, not read: a paper-size file is gigabytes and only its examples are decoded.
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 try:

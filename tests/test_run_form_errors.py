@@ -1,0 +1,46 @@
+"""The new-run form shows every error beside its field and only the fields of the chosen source."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from annotation.models import Physician
+from tests.grading_data import imported_run
+from tests.test_run_pages import client_for, form_data
+
+pytest_plugins = ["tests.llm_server"]
+pytestmark = pytest.mark.django_db
+
+
+def test_estimating_the_empty_form_puts_each_error_beside_its_field():
+    client = client_for(Physician.Role.RESEARCHER)
+    page = client.post(reverse("run_new"), {"action": "estimate"}, headers={"HX-Request": "true"}).text
+    # htmx gets the whole form back, not just the estimate box.
+    assert "<html" not in page and 'id="run-form"' in page
+    assert "things to fix" in page
+    name_field = page[page.index('name="name"') - 600 : page.index('name="name"') + 200]
+    assert "This field is required." in name_field
+    grader_field = page[page.index('name="grader_model"') - 600 : page.index('name="grader_model"') + 200]
+    assert "This field is required." in grader_field
+    assert "see the messages beside them" not in page
+    # The summary at the top links to each field.
+    assert 'href="#id_name"' in page and 'href="#id_grader_model"' in page
+
+
+def test_policy_fields_are_marked_for_the_sampling_source_only():
+    page = client_for(Physician.Role.RESEARCHER).get(reverse("run_new")).text
+    for name in ("policy_model", "policy_base_url", "samples", "subset"):
+        assert re.search(rf'data-source="sample">\s*<div[^>]*>\s*<label for="id_{name}"', page) or re.search(
+            rf'data-source="sample">.{{0,400}}id="id_{name}"', page, re.S
+        ), name
+    assert re.search(r'data-source="responses">.{0,400}id="id_responses_from"', page, re.S)
+
+
+def test_a_valid_estimate_still_comes_back_in_the_form(llm_server):
+    imported_run(name="imported", conversations=2, samples=2)
+    client = client_for(Physician.Role.RESEARCHER)
+    page = client.post(
+        reverse("run_new"), {**form_data(llm_server), "action": "estimate"}, headers={"HX-Request": "true"}
+    ).text
+    assert "Grading: 20 grader calls" in page and "things to fix" not in page
