@@ -1,6 +1,9 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
-from grading.models import Grade, GraderConfig, Response, Run
+from grading.endpoint_rules import key_variable_problem
+from grading.endpoints.forms import EndpointForm
+from grading.endpoints.selectors import endpoints_with_key_problems
+from grading.models import Endpoint, Grade, GraderConfig, Response, Run, SampleFailure
 
 
 @admin.register(Response)
@@ -11,10 +14,35 @@ class ResponseAdmin(admin.ModelAdmin):
     raw_id_fields = ["conversation", "author"]
 
 
+@admin.register(Endpoint)
+class EndpointAdmin(admin.ModelAdmin):
+    """The same form, and so the same rules, as the curator page."""
+
+    form = EndpointForm
+    list_display = ["name", "model", "api_style", "reasoning", "base_url", "key_variable", "key_allowed"]
+    search_fields = ["name", "model", "base_url"]
+
+    @admin.display(boolean=True, description="key variable allowed")
+    def key_allowed(self, endpoint: Endpoint) -> bool:
+        return key_variable_problem(endpoint.key_variable) is None
+
+    def changelist_view(self, request, extra_context=None):
+        # Endpoints migrated from old grader configurations may name any variable: say so
+        # where curators look, until each is changed to an allowed one.
+        for endpoint, problem in endpoints_with_key_problems():
+            messages.warning(request, f"{endpoint.name}: {problem}. Runs on it are refused until it is changed.")
+        return super().changelist_view(request, extra_context)
+
+
 @admin.register(GraderConfig)
 class GraderConfigAdmin(admin.ModelAdmin):
-    list_display = ["name", "model", "base_url", "temperature", "max_tokens"]
-    search_fields = ["name", "model", "base_url"]
+    """Snapshots are records of what runs called: read-only."""
+
+    list_display = ["name", "endpoint_name", "model", "api_style", "reasoning", "base_url"]
+    search_fields = ["name", "model", "base_url", "endpoint_name"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Run)
@@ -31,3 +59,10 @@ class GradeAdmin(admin.ModelAdmin):
     list_filter = ["status", "met", "reused", "run"]
     search_fields = ["criterion_text", "response__conversation__prompt_id", "explanation"]
     raw_id_fields = ["run", "response", "criterion"]
+
+
+@admin.register(SampleFailure)
+class SampleFailureAdmin(admin.ModelAdmin):
+    list_display = ["run", "conversation", "sample_index", "error", "attempts"]
+    list_filter = ["run"]
+    raw_id_fields = ["run", "conversation"]

@@ -1,4 +1,5 @@
-"""REST API for grading runs: create (with an estimate first), status, cancel, grades, reports."""
+"""REST API for grading runs: create (with an estimate first), status, cancel, grades, reports;
+and the curated endpoints, read-only, that a run names."""
 
 from __future__ import annotations
 
@@ -14,15 +15,20 @@ from rest_framework.response import Response as ApiResponse
 from annotation.models import Subset
 from grading.api_filters import GradeFilter, RunFilter
 from grading.api_serializers import MetaEvalReportSerializer, RunReportSerializer
+from grading.endpoint_rules import RAW_FIELDS_MESSAGE, raw_endpoint_fields
 from grading.metaeval.report import run_meta_eval_report_cached
-from grading.models import Grade, Run
-from grading.pipeline.estimate import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
+from grading.models import Endpoint, Grade, Run
+from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
 from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import run_cancel, run_launch
 from grading.reports.report import run_report_data_cached
-from healthbench_web.api_permissions import ResearchersWrite
+from healthbench_web.api_permissions import ReadersOnly, ResearchersWrite
 from healthbench_web.throttles import RunLaunchThrottle
+
+
+def _money(value) -> str | None:
+    return None if value is None else f"{value:.6f}"
 
 
 class NamedField(serializers.SlugRelatedField):
@@ -37,6 +43,8 @@ class NamedField(serializers.SlugRelatedField):
 
 class RunSerializer(serializers.ModelSerializer):
     grader_model = serializers.CharField(source="grader_config.model", default="", read_only=True)
+    grader_endpoint = serializers.CharField(source="grader_config.endpoint_name", default="", read_only=True)
+    policy_endpoint = serializers.CharField(source="policy_config.endpoint_name", default="", read_only=True)
     subset: serializers.SlugRelatedField[Subset] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     subset_version = serializers.SerializerMethodField()
     responses_from: serializers.SlugRelatedField[Run] = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -45,9 +53,10 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "code", "name", "status", "grader_model", "policy_model", "samples", "subset", "subset_version",
-            "responses_from", "use_cache", "concurrency", "total_items", "error", "created", "started", "finished",
-            "progress", "healthbench_professional", "length_adjusted", "length_centre", "length_penalty",
+            "code", "name", "status", "grader_endpoint", "grader_model", "policy_endpoint", "policy_model", "samples",
+            "subset", "subset_version", "responses_from", "use_cache", "concurrency", "total_items", "error", "created",
+            "started", "finished", "progress", "healthbench_professional", "length_adjusted", "length_centre",
+            "length_penalty",
         ]  # fmt: skip
 
     def get_subset_version(self, run: Run) -> dict | None:
@@ -69,32 +78,50 @@ class RunSerializer(serializers.ModelSerializer):
             "rate_per_second": progress.rate,
             "seconds_left": progress.seconds_left,
             "tokens": progress.tokens,
+            "failed_samples": progress.failed_samples,
+            "warning": progress.warning,
+            "usage": {
+                "grader": {
+                    "prompt_tokens": progress.prompt_tokens,
+                    "cached_tokens": progress.cached_tokens,
+                    "completion_tokens": progress.completion_tokens,
+                    "reasoning_tokens": progress.reasoning_tokens,
+                },
+                "policy": {
+                    "prompt_tokens": progress.sample_prompt_tokens,
+                    "cached_tokens": progress.sample_cached_tokens,
+                    "completion_tokens": progress.sample_completion_tokens,
+                    "reasoning_tokens": progress.sample_reasoning_tokens,
+                },
+            },
+            # Dollars as strings (exact decimals); null: no prices configured for an endpoint.
+            "cost_usd": _money(progress.cost),
+            "grader_cost_usd": _money(progress.grader_cost),
+            "policy_cost_usd": _money(progress.sample_cost),
         }
 
 
 class RunCreateSerializer(serializers.Serializer):
-    """Grade an existing run's responses again (responses_from), or sample a policy model on a subset."""
+    """Grade an existing run's responses again (responses_from), or sample a policy endpoint
+    on a subset. Endpoints are named (GET /api/endpoints/); base URLs and key variables
+    are curators' settings and are refused here."""
 
     name = serializers.CharField(max_length=200)
-    grader_model = serializers.CharField(max_length=200)
-    grader_base_url = serializers.CharField(required=False, allow_blank=True, default="")
-    grader_api_key_env = serializers.CharField(
-        required=False, allow_blank=True, default="OPENAI_API_KEY", help_text="Empty for an endpoint without a key"
-    )
-    grader_temperature = serializers.FloatField(required=False, default=0.0)
-    grader_max_tokens = serializers.IntegerField(required=False, default=2048)
-    grader_timeout = serializers.FloatField(required=False, default=60.0)
-    grader_requests_per_minute = serializers.IntegerField(required=False, allow_null=True, default=None)
-    grader_tokens_per_minute = serializers.IntegerField(required=False, allow_null=True, default=None)
+    grader = NamedField(slug_field="name", queryset=Endpoint.objects.all(), help_text="The name of a grader endpoint")
     grader_template = serializers.CharField(required=False, allow_blank=True, default="")
     concurrency = serializers.IntegerField(required=False, default=16)
     use_cache = serializers.BooleanField(required=False, default=True)
     responses_from = NamedField(
         slug_field="name", queryset=Run.objects.all(), required=False, allow_null=True, default=None
     )
-    policy_model = serializers.CharField(required=False, allow_blank=True, default="")
-    policy_base_url = serializers.CharField(required=False, allow_blank=True, default="")
-    policy_api_key_env = serializers.CharField(required=False, allow_blank=True, default="OPENAI_API_KEY")
+    policy = NamedField(
+        slug_field="name",
+        queryset=Endpoint.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The name of the policy endpoint to sample (with subset)",
+    )
     samples = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
     subset = NamedField(slug_field="name", queryset=Subset.objects.all(), required=False, allow_null=True, default=None)
     length_adjusted = serializers.BooleanField(
@@ -105,21 +132,18 @@ class RunCreateSerializer(serializers.Serializer):
     )
     dry_run = serializers.BooleanField(required=False, default=False, help_text="Only return the estimate.")
 
+    def validate(self, attrs: dict) -> dict:
+        raw = raw_endpoint_fields(self.initial_data)
+        if raw:
+            raise ValidationError({name: [RAW_FIELDS_MESSAGE] for name in raw})
+        return attrs
+
     def spec(self) -> RunSpec:
         data = self.validated_data
-        sampled = bool(data["policy_model"]) or data["subset"] is not None
+        sampled = data["policy"] is not None or data["subset"] is not None
         return RunSpec(
             name=data["name"],
-            grader=EndpointSpec(
-                model=data["grader_model"],
-                base_url=data["grader_base_url"],
-                api_key_env=data["grader_api_key_env"],
-                temperature=data["grader_temperature"],
-                max_tokens=data["grader_max_tokens"],
-                timeout=data["grader_timeout"],
-                requests_per_minute=data["grader_requests_per_minute"],
-                tokens_per_minute=data["grader_tokens_per_minute"],
-            ),
+            grader=data["grader"],
             template=data["grader_template"] or DEFAULT_TEMPLATE,
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
@@ -127,13 +151,31 @@ class RunCreateSerializer(serializers.Serializer):
             healthbench_professional=data["healthbench_professional"],
             responses_from=data["responses_from"],
             subset=data["subset"],
-            policy=EndpointSpec(
-                model=data["policy_model"], base_url=data["policy_base_url"], api_key_env=data["policy_api_key_env"]
-            )
-            if sampled
-            else None,
+            policy=data["policy"] if sampled else None,
             samples=data["samples"],
         )
+
+
+class EndpointSerializer(serializers.ModelSerializer):
+    """What a researcher needs to choose an endpoint; not where its key comes from."""
+
+    class Meta:
+        model = Endpoint
+        fields = [
+            "name", "model", "api_style", "reasoning", "reasoning_effort", "temperature", "max_output_tokens",
+            "structured_output", "price_input", "price_cached_input", "price_output", "requests_per_minute",
+            "tokens_per_minute", "max_concurrency", "notes",
+        ]  # fmt: skip
+
+
+class EndpointViewSet(viewsets.ReadOnlyModelViewSet):
+    """The curated grader and policy endpoints, by name (curators edit them in the browser)."""
+
+    permission_classes = [ReadersOnly]
+    serializer_class = EndpointSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    queryset = Endpoint.objects.order_by("name")
 
 
 class GradeSerializer(serializers.ModelSerializer):
@@ -144,7 +186,8 @@ class GradeSerializer(serializers.ModelSerializer):
         model = Grade
         fields = [
             "id", "response", "prompt_id", "position", "criterion_text", "points", "tags", "status", "met",
-            "explanation", "error", "attempts", "prompt_tokens", "completion_tokens", "reused",
+            "explanation", "error", "attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
+            "reasoning_tokens", "reused",
         ]  # fmt: skip
 
 
@@ -165,7 +208,9 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = RunFilter
 
     def _runs(self):
-        query = Run.objects.select_related("grader_config", "subset", "subset_version__subset", "responses_from")
+        query = Run.objects.select_related(
+            "grader_config", "policy_config", "subset", "subset_version__subset", "responses_from"
+        )
         return query.order_by("-created", "-id")
 
     def get_queryset(self):
@@ -193,6 +238,10 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         raise Throttled(wait, detail=RunLaunchThrottle().refusal(wait))
 
     def create(self, request, *args, **kwargs):
+        if raw_endpoint_fields(request.data):
+            # Before anything else: a request that names a URL or variable is refused whole.
+            raw = raw_endpoint_fields(request.data)
+            raise ValidationError({name: [RAW_FIELDS_MESSAGE] for name in raw})
         form = RunCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         spec = form.spec()
@@ -201,7 +250,12 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             plan = run_plan(spec)
             estimate = plan_estimate(spec, plan)
             if form.validated_data["dry_run"]:
-                return ApiResponse({"estimate": asdict(estimate) | {"total_tokens": estimate.total_tokens}})
+                data = asdict(estimate) | {"total_tokens": estimate.total_tokens}
+                for key in ("grader_cost", "policy_cost"):
+                    data[key] = _money(data[key])
+                data["cost_usd"] = _money(estimate.cost)
+                data["cost_note"] = estimate.cost_line()
+                return ApiResponse({"estimate": data})
             run = run_launch(spec=spec, plan=plan)
         except RunSpecError as exc:
             raise ValidationError({"non_field_errors": exc.problems}) from None

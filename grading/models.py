@@ -1,4 +1,4 @@
-"""Machines and numbers: responses, grader configurations, runs and grades."""
+"""Machines and numbers: endpoints, responses, endpoint snapshots, runs and grades."""
 
 import uuid
 
@@ -35,6 +35,10 @@ class Response(models.Model):
     run = models.ForeignKey("Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="sampled_responses")
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Of the prompt tokens, those the provider's prompt cache served; of the completion
+    # tokens, those spent reasoning (both as the provider reports them; NULL when it did not).
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -52,19 +56,115 @@ class Response(models.Model):
         return f"{self.model_name or self.source} #{self.sample_index} for {self.conversation}"
 
 
+class ApiStyle(models.TextChoices):
+    CHAT = "chat", "Chat Completions"
+    RESPONSES = "responses", "Responses"
+
+
+class ReasoningEffort(models.TextChoices):
+    NONE = "", "not sent"
+    MINIMAL = "minimal"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+def _price_field(label: str) -> models.DecimalField:
+    return models.DecimalField(
+        max_digits=10, decimal_places=4, null=True, blank=True, help_text=f"US dollars per million {label}"
+    )
+
+
+class Endpoint(models.Model):
+    """A named model at a provider, owned by curators. Researchers choose one by name; they
+    never type a URL or a variable name (see grading.endpoint_rules for what is allowed)."""
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=100)
+    base_url = models.URLField(blank=True, help_text="Empty for OpenAI (https://api.openai.com/v1)")
+    api_style = models.CharField(max_length=16, choices=ApiStyle.choices, default=ApiStyle.CHAT)
+    model = models.CharField(max_length=200)
+    # The name of the environment variable that holds the key (from ENDPOINT_KEY_VARIABLES),
+    # never the key itself; empty for a server that wants none.
+    key_variable = models.CharField(max_length=100, blank=True, default="OPENAI_API_KEY")
+    # Reasoning models (o-series, GPT-5) reject temperature and max_tokens: they get
+    # max_completion_tokens (max_output_tokens on Responses) and reasoning_effort instead.
+    reasoning = models.BooleanField(default=False, help_text="A reasoning model: no temperature")
+    reasoning_effort = models.CharField(max_length=8, choices=ReasoningEffort.choices, blank=True, default="")
+    temperature = models.FloatField(null=True, blank=True, default=0.0, help_text="Empty to leave it to the model")
+    max_output_tokens = models.PositiveIntegerField(default=2048)
+    structured_output = models.BooleanField(
+        default=False, help_text="The endpoint honours a strict JSON schema for the grader's answer"
+    )
+    timeout_seconds = models.FloatField(default=60.0)
+    price_input = _price_field("input tokens")
+    price_cached_input = _price_field("cached input tokens (empty: the input price)")
+    price_output = _price_field("output tokens (reasoning tokens included)")
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
+    tokens_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Calls in flight at once per run; empty for no limit"
+    )
+    notes = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["name"], name="endpoint_name_unique"),
+            models.CheckConstraint(condition=Q(timeout_seconds__gt=0), name="endpoint_timeout_positive"),
+            models.CheckConstraint(
+                condition=Q(reasoning=False) | Q(temperature__isnull=True), name="endpoint_reasoning_no_temperature"
+            ),
+            models.CheckConstraint(
+                condition=Q(reasoning=True) | Q(reasoning_effort=""), name="endpoint_effort_only_reasoning"
+            ),
+            models.CheckConstraint(
+                condition=Q(temperature__isnull=True) | Q(temperature__gte=0, temperature__lte=2),
+                name="endpoint_temperature_range",
+            ),
+            models.CheckConstraint(
+                condition=(Q(price_input__isnull=True) | Q(price_input__gte=0))
+                & (Q(price_cached_input__isnull=True) | Q(price_cached_input__gte=0))
+                & (Q(price_output__isnull=True) | Q(price_output__gte=0)),
+                name="endpoint_prices_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_prices(self) -> bool:
+        return self.price_input is not None and self.price_output is not None
+
+
 class GraderConfig(models.Model):
-    """How to reach and ask a model on an OpenAI-compatible endpoint: a grader, or the
-    policy model a run samples responses from (then without a prompt template)."""
+    """The frozen snapshot of an endpoint's settings that a run called (a grader, with its
+    prompt template, or the policy model it sampled, without). Created once per distinct set
+    of settings (the name holds their hash) and never edited, so a later edit of the
+    endpoint never changes an old run's record."""
 
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=100, unique=True)
+    # The endpoint it was taken from; kept when the endpoint is deleted.
+    endpoint = models.ForeignKey(Endpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="snapshots")
+    endpoint_name = models.CharField(max_length=100, blank=True)
     base_url = models.URLField(blank=True, help_text="Empty for the OpenAI default")
+    api_style = models.CharField(max_length=16, choices=ApiStyle.choices, default=ApiStyle.CHAT)
     model = models.CharField(max_length=200)
     # The name of the environment variable that holds the key, never the key itself.
     api_key_env = models.CharField(max_length=100, default="OPENAI_API_KEY")
-    temperature = models.FloatField(default=0.0)
+    reasoning = models.BooleanField(default=False)
+    reasoning_effort = models.CharField(max_length=8, choices=ReasoningEffort.choices, blank=True, default="")
+    temperature = models.FloatField(null=True, blank=True, default=0.0)
     max_tokens = models.PositiveIntegerField(default=2048)
+    structured_output = models.BooleanField(default=False)
     timeout_seconds = models.FloatField(default=60.0)
+    price_input = _price_field("input tokens")
+    price_cached_input = _price_field("cached input tokens")
+    price_output = _price_field("output tokens")
     # Limits of the endpoint, kept by all workers together (when Redis is configured).
     requests_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
     tokens_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
@@ -80,6 +180,10 @@ class GraderConfig(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def has_prices(self) -> bool:
+        return self.price_input is not None and self.price_output is not None
 
 
 class Run(models.Model):
@@ -225,6 +329,8 @@ class Grade(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
     reused = models.BooleanField(default=False)
     # sha256 of the grader request (grader, prompt, conversation, response, criterion): an
     # identical request reuses a stored grade instead of calling the API. NULL for grades
@@ -255,3 +361,24 @@ class Grade(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run}: {self.status} {self.met}"
+
+
+class SampleFailure(models.Model):
+    """A policy-model sample that could not be drawn, with why: the conversation's grades for
+    that sample are missing from the run (never "not met"), and the reason is kept here."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sample_failures")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    sample_index = models.PositiveIntegerField()
+    error = models.TextField()
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # A redelivered batch records a failed sample once.
+            models.UniqueConstraint(fields=["run", "conversation", "sample_index"], name="one_failure_per_sample"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run}: sample {self.sample_index} of {self.conversation} failed"

@@ -3,7 +3,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from annotation.api import ConversationViewSet, CriterionViewSet, SubsetVersionViewSet, SubsetViewSet
-from grading.api import RunViewSet
+from grading.api import EndpointViewSet, RunViewSet
 from healthbench_web.api_token import token_view
 
 router = DefaultRouter()
@@ -12,6 +12,7 @@ router.register("criteria", CriterionViewSet, basename="api-criterion")
 router.register("subsets", SubsetViewSet, basename="api-subset")
 router.register("subset-versions", SubsetVersionViewSet, basename="api-subset-version")
 router.register("runs", RunViewSet, basename="api-run")
+router.register("endpoints", EndpointViewSet, basename="api-endpoint")
 
 urlpatterns = [
     path("token/", token_view, name="api_token"),

@@ -5,18 +5,39 @@ naming the variable, not run with a silently different configuration.
 """
 
 import os
+import re
 
+from django.conf import global_settings
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
+# Every variable the settings read: none of them may ever be sent as an endpoint's API key.
+NAMES_READ: set[str] = set()
+# The variables of this project and its tools, also those read after the endpoint settings
+# or outside settings.py (the list in the README's Configuration section, and more).
+PROJECT_VARIABLES = {
+    "SECRET_KEY", "DATABASE_URL", "DATABASE_NAME", "TEST_DATABASE_NAME", "REDIS_URL", "CELERY_BROKER_URL",
+    "CELERY_BROKER_DIR", "CELERY_TASK_DEFAULT_QUEUE", "CELERY_TASK_ALWAYS_EAGER", "CELERY_TASK_TIME_LIMIT",
+    "DEBUG", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "VAR_DIR", "STATIC_ROOT", "LOG_LEVEL", "PORT",
+    "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "DJANGO_SETTINGS_MODULE", "PGPASSWORD", "POSTGRES_PASSWORD",
+    "ENDPOINT_KEY_VARIABLES", "ENDPOINT_ALLOWED_HOSTS", "ENDPOINT_ALLOW_PRIVATE_NETWORKS",
+    "CACHE_URL", "CACHE_KEY_PREFIX", "LOG_FORMAT", "API_RUN_LAUNCH_RATE", "API_TOKEN_RATE", "API_NUM_PROXIES",
+    "CELERY_QUEUE_PREFIX", "CELERY_VISIBILITY_TIMEOUT", "CELERY_WORKER_MAX_TASKS_PER_CHILD",
+    "CELERY_WORKER_MAX_MEMORY_MB",
+}  # fmt: skip
+VARIABLE_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
 def env_str(name: str, default: str) -> str:
+    NAMES_READ.add(name)
     return os.environ.get(name, default)
 
 
 def env_bool(name: str, default: bool) -> bool:
+    NAMES_READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -29,6 +50,7 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    NAMES_READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -44,6 +66,7 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
+    NAMES_READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -51,6 +74,7 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    NAMES_READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -66,6 +90,7 @@ _PERIODS = {"s": "second", "sec": "second", "second": "second", "m": "minute", "
 
 def env_rate(name: str, default: str) -> str:
     """A request rate as DRF's throttles read it: '<count>/<second|minute|hour|day>'."""
+    NAMES_READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -76,6 +101,7 @@ def env_rate(name: str, default: str) -> str:
 
 
 def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
+    NAMES_READ.add(name)
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -83,3 +109,26 @@ def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
     if not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):
         raise ImproperlyConfigured(f"{name}={raw!r} must start with one of: {', '.join(s + '://' for s in schemes)}")
     return value
+
+
+def reserved_variables() -> set[str]:
+    """Names that are never an endpoint's key: Django's settings, and what our settings read."""
+    return {name for name in dir(global_settings) if name.isupper()} | PROJECT_VARIABLES | NAMES_READ
+
+
+def endpoint_key_variables(names: list[str]) -> list[str]:
+    """The operator's allowlist of API key variables, refused whole if any name is not a
+    plain variable name or is one of the reserved ones (a worker would send its value out)."""
+    reserved = reserved_variables()
+    for name in names:
+        if not VARIABLE_NAME.match(name):
+            raise ImproperlyConfigured(
+                f"ENDPOINT_KEY_VARIABLES: {name!r} is not an environment variable name (A-Z, 0-9, _)"
+            )
+        if name in reserved:
+            raise ImproperlyConfigured(
+                f"ENDPOINT_KEY_VARIABLES may not name {name}: it is one of Django's or this application's "
+                "own settings, and its value would be sent to a model provider. Put the provider's key in a "
+                "variable of its own (e.g. OPENAI_API_KEY) and list that."
+            )
+    return names

@@ -13,7 +13,16 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
-from healthbench_web.env import env_bool, env_choice, env_int, env_list, env_rate, env_str, env_url
+from healthbench_web.env import (
+    endpoint_key_variables,
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_rate,
+    env_str,
+    env_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
@@ -257,6 +266,23 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
             "CELERY_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 60, minimum=CELERY_TASK_TIME_LIMIT + 20
         )
     }
+
+# Grader and policy endpoints (grading.models.Endpoint; rules in grading.endpoint_rules).
+# Curators configure endpoints; researchers only choose them by name. A worker reads an
+# endpoint's API key only from a variable on ENDPOINT_KEY_VARIABLES, and sends it only to
+# that endpoint's base URL. Django's own settings and the variables these settings read
+# (SECRET_KEY, DATABASE_URL, REDIS_URL, ...) can never be on the list: start-up stops.
+ENDPOINT_KEY_VARIABLES = endpoint_key_variables(env_list("ENDPOINT_KEY_VARIABLES", ["OPENAI_API_KEY"]))
+# Base URLs: http(s) only; link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10,
+# metadata.google.internal, ...) always refused; loopback and private networks only with
+# ENDPOINT_ALLOW_PRIVATE_NETWORKS=1 (a vLLM or Ollama server beside the workers, the tests);
+# with ENDPOINT_ALLOWED_HOSTS set, only those host names (a leading "*." matches subdomains).
+ENDPOINT_ALLOWED_HOSTS = env_list("ENDPOINT_ALLOWED_HOSTS", [])
+ENDPOINT_ALLOW_PRIVATE_NETWORKS = env_bool("ENDPOINT_ALLOW_PRIVATE_NETWORKS", False)
+# A batch stops its run after this many consecutive calls failed with the same transport
+# error (an outage, a wrong URL): the run ends "failed" with that error instead of grinding
+# through retries. Refused connections, unknown hosts and 401/403/404 stop it at once.
+GRADING_FAILURE_STREAK = env_int("GRADING_FAILURE_STREAK", 24, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -23,6 +23,9 @@ BROKER_DIR = _VAR_DIR / "test-brokers" / SESSION
 os.environ["CELERY_QUEUE_PREFIX"] = SESSION
 os.environ["CACHE_KEY_PREFIX"] = SESSION
 os.environ["CELERY_BROKER_DIR"] = str(BROKER_DIR)
+# The test LLM server listens on 127.0.0.1: allow loopback endpoints for this session and
+# the workers it starts (tests of the URL policy turn it off again).
+os.environ.setdefault("ENDPOINT_ALLOW_PRIVATE_NETWORKS", "1")
 
 
 def pytest_unconfigure(config):

@@ -5,9 +5,10 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import Physician
-from grading.models import Run
+from grading.models import Endpoint, Run
 from grading.pipeline import client as llm
 from healthbench_web.celery import app
+from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 from tests.people import person
 
@@ -36,14 +37,9 @@ def source():
 
 
 def _launch(server, source, **extra) -> dict:
-    return {
-        "name": "regrade",
-        "grader_model": "grader",
-        "grader_base_url": server.url,
-        "grader_api_key_env": "",
-        "responses_from": source.name,
-        **extra,
-    }
+    if not Endpoint.objects.filter(name="test-grader").exists():
+        endpoint_on(server)
+    return {"name": "regrade", "grader": "test-grader", "responses_from": source.name, **extra}
 
 
 @pytest.mark.parametrize(
@@ -76,6 +72,8 @@ def test_a_researcher_launches_a_run_and_reads_its_status_grades_and_report(
     status = client.get("/api/runs/regrade/").json()
     assert status["status"] == "done" and status["progress"]["remaining"] == 0
     assert status["responses_from"] == source.name and status["grader_model"] == "grader"
+    assert status["grader_endpoint"] == "test-grader" and status["progress"]["cost_usd"] is None
+    assert status["progress"]["usage"]["grader"]["prompt_tokens"] > 0
     grades = client.get("/api/runs/regrade/grades/").json()
     assert grades["count"] == source.grades.count()
     report = client.get("/api/runs/regrade/report/").json()
@@ -86,12 +84,30 @@ def test_a_researcher_launches_a_run_and_reads_its_status_grades_and_report(
 def test_a_bad_launch_lists_every_problem(source, llm_server):
     response = _client(Physician.Role.RESEARCHER).post(
         "/api/runs/",
-        _launch(llm_server, source, name=source.name, grader_base_url="ftp://x", concurrency=0),
+        _launch(llm_server, source, name=source.name, concurrency=0),
         format="json",
     )
     assert response.status_code == 400
     problems = " ".join(response.json()["non_field_errors"])
-    assert "already exists" in problems and "base URL" in problems and "concurrency" in problems
+    assert "already exists" in problems and "concurrency" in problems
+
+
+def test_an_unknown_endpoint_is_a_400_naming_the_field(source, llm_server):
+    response = _client(Physician.Role.RESEARCHER).post(
+        "/api/runs/", _launch(llm_server, source, grader="nope"), format="json"
+    )
+    assert response.status_code == 400 and "grader" in response.json()
+
+
+def test_researchers_list_endpoints_without_their_urls_or_key_variables(llm_server):
+    endpoint_on(
+        llm_server, "pro", model="gpt-5.4", reasoning=True, reasoning_effort="low", price_input=1, price_output=2
+    )
+    researcher = _client(Physician.Role.RESEARCHER)
+    listed = researcher.get("/api/endpoints/").json()["results"]
+    assert [e["name"] for e in listed] == ["pro"] and listed[0]["reasoning_effort"] == "low"
+    assert "base_url" not in listed[0] and "key_variable" not in listed[0]
+    assert researcher.post("/api/endpoints/", {"name": "x"}).status_code == 403
 
 
 def test_physicians_cannot_launch_runs(source, llm_server):
@@ -114,7 +130,8 @@ def test_a_running_run_is_cancelled(source):
 
 
 def test_a_launch_without_a_response_source_is_explained(source, llm_server):
-    data = {"name": "nothing", "grader_model": "grader"}
+    endpoint_on(llm_server)
+    data = {"name": "nothing", "grader": "test-grader"}
     response = _client(Physician.Role.RESEARCHER).post("/api/runs/", data, format="json")
     assert response.status_code == 400
     assert "grade either the responses of an existing run" in " ".join(response.json()["non_field_errors"])
@@ -123,14 +140,14 @@ def test_a_launch_without_a_response_source_is_explained(source, llm_server):
 def test_a_nul_character_in_a_json_body_is_a_bad_request(source):
     response = _client(Physician.Role.RESEARCHER).post(
         "/api/runs/",
-        '{"name": "x", "grader_model": "g", "responses_from": "a\\u0000b"}',
+        '{"name": "x", "grader": "g", "responses_from": "a\\u0000b"}',
         content_type="application/json",
     )
     assert response.status_code == 400
 
 
 def test_a_nul_character_in_a_form_field_naming_a_subset_is_a_bad_request(source, llm_server):
-    data = {**_launch(llm_server, source, subset="mine\x00", policy_model="p")}
+    data = {**_launch(llm_server, source, subset="mine\x00", policy="test-grader")}
     del data["responses_from"]
     response = _client(Physician.Role.RESEARCHER).post("/api/runs/", data, format="multipart")
     assert response.status_code == 400 and "subset" in response.json()

@@ -16,6 +16,8 @@ PURE = [
     "grading.reports.comparison",
     "grading.metaeval.agreement",
     "grading.pipeline.grader_prompt",
+    "grading.pipeline.request_shape",
+    "grading.pipeline.cost",
     "annotation.rubric_checks",
     "annotation.formats.rubric_merge",
 ]

@@ -6,6 +6,7 @@ from annotation.models import Physician
 from grading.models import Run
 from healthbench_web.celery import app
 from tests.conftest import ARTIFACTS, log_in
+from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 from tests.people import person
 
@@ -22,6 +23,7 @@ def eager_tasks():
 
 def test_a_researcher_sees_the_estimate_then_launches_a_run(browser, live_server, llm_server):
     source = imported_run(conversations=2, samples=1, n_criteria=3)
+    endpoint_on(llm_server)
     person("res", Physician.Role.RESEARCHER)
     page = browser.new_page()
     log_in(page, live_server.url, "res", "pw-res")
@@ -29,9 +31,7 @@ def test_a_researcher_sees_the_estimate_then_launches_a_run(browser, live_server
     page.fill("input[name=name]", "from-browser")
     page.check("input[name=source][value=responses]")
     page.select_option("select[name=responses_from]", label=source.name)
-    page.fill("input[name=grader_model]", "grader")
-    page.fill("input[name=grader_base_url]", llm_server.url)
-    page.fill("input[name=grader_api_key_env]", "")
+    page.select_option("select[name=grader]", label="test-grader")
     page.click("button[value=estimate]")
     page.wait_for_selector("button[value=launch]")
     assert "6 grader calls" in page.inner_text("main")

@@ -3,14 +3,16 @@
 transaction, or, for the tests that --wait, at once (they commit for real)."""
 
 import io
+import time
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from grading.models import Grade, GraderConfig, Run, RunBatch
+from grading.models import Endpoint, Grade, GraderConfig, Run, RunBatch
 from grading.pipeline import client as llm
 from grading.reports.report import run_report
 from healthbench_web.celery import app
+from tests.endpoints import endpoint_on
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of
 
 pytest_plugins = ["tests.llm_server"]
@@ -38,8 +40,16 @@ def grade(llm_server, django_capture_on_commit_callbacks):
     return call
 
 
-def grader_args(server) -> list[str]:
-    return ["--grader-model", "grader", "--grader-base-url", server.url, "--grader-api-key-env", ""]
+def grader_args(server, name: str = "test-grader", **fields) -> list[str]:
+    if not Endpoint.objects.filter(name=name).exists():
+        endpoint_on(server, name, **fields)
+    return ["--grader", name]
+
+
+def policy_args(server) -> list[str]:
+    if not Endpoint.objects.filter(name="test-policy").exists():
+        endpoint_on(server, "test-policy", model="policy-1")
+    return ["--policy", "test-policy"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -68,14 +78,24 @@ def test_the_grader_settings_are_kept_with_the_run(grade, llm_server, tmp_path):
     imported_run(name="imported", conversations=1, samples=1)
     template = tmp_path / "template.txt"
     template.write_text("Grade it.\n<<conversation>>\n<<rubric_item>>\n")
-    grade(
-        "--name", "again", *grader_args(llm_server), "--responses-from", "imported", "--grader-template", str(template),
-        "--grader-temperature", "0.5", "--grader-max-tokens", "300", "--grader-timeout", "9", "--grader-rpm", "600",
-        "--grader-tpm", "90000", "--concurrency", "3", "--no-cache",
+    endpoint = endpoint_on(
+        llm_server, "tuned", temperature=0.5, max_output_tokens=300, timeout_seconds=9, requests_per_minute=600,
+        tokens_per_minute=90000,
     )  # fmt: skip
+    grade(
+        "--name", "again", "--grader", "tuned", "--responses-from", "imported", "--grader-template", str(template),
+        "--concurrency", "3", "--no-cache",
+    )  # fmt: skip
+    # A later edit of the endpoint never changes what the run records it ran with.
+    Endpoint.objects.filter(id=endpoint.id).update(temperature=1.0, model="other")
     run = Run.objects.select_related("grader_config").get(name="again")
     config = run.grader_config
-    assert (config.model, config.base_url, config.api_key_env) == ("grader", llm_server.url, "")
+    assert (config.model, config.base_url, config.api_key_env, config.endpoint_name) == (
+        "grader",
+        llm_server.url,
+        "",
+        "tuned",
+    )
     assert (config.temperature, config.max_tokens, config.timeout_seconds) == (0.5, 300, 9.0)
     assert (config.requests_per_minute, config.tokens_per_minute) == (600, 90000)
     assert config.prompt_template == template.read_text()
@@ -97,8 +117,8 @@ def test_two_runs_with_the_same_grader_share_its_config_and_the_second_reuses_gr
 def test_it_samples_from_a_policy_model_on_a_subset(grade, llm_server):
     subset_of("mine", [conversation_with_rubric(i, n_criteria=3) for i in range(2)])
     out = grade(
-        "--name", "sampled", *grader_args(llm_server), "--policy-model", "policy-1",
-        "--policy-base-url", llm_server.url, "--policy-api-key-env", "", "--samples", "3", "--subset", "mine", "--wait",
+        "--name", "sampled", *grader_args(llm_server), *policy_args(llm_server), "--samples", "3", "--subset", "mine",
+        "--wait",
     )  # fmt: skip
     assert "Sampling: 6 policy calls" in out and "Grading: 18 grader calls on 6 responses" in out
     run = Run.objects.get(name="sampled")
@@ -138,21 +158,55 @@ def test_cancel_stops_a_run_and_resume_queues_only_what_is_missing(llm_server, d
 
 
 @pytest.mark.django_db(transaction=True)
-def test_waiting_on_a_run_that_fails_exits_with_its_reason(grade, llm_server, monkeypatch):
+def test_waiting_on_a_run_that_fails_exits_with_its_reason(grade, llm_server, monkeypatch, settings):
+    settings.ENDPOINT_KEY_VARIABLES = ["HB_NO_SUCH_KEY"]
     monkeypatch.delenv("HB_NO_SUCH_KEY", raising=False)
     imported_run(name="imported", conversations=1)
-    args = ["--grader-model", "grader", "--grader-base-url", llm_server.url, "--grader-api-key-env", "HB_NO_SUCH_KEY"]
-    with pytest.raises(CommandError, match="ended failed: the environment variable HB_NO_SUCH_KEY"):
+    args = grader_args(llm_server, "keyed", key_variable="HB_NO_SUCH_KEY")
+    with pytest.raises(CommandError, match="ended failed: endpoint keyed: the environment variable HB_NO_SUCH_KEY"):
         grade("--name", "again", *args, "--responses-from", "imported", "--wait")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waiting_on_a_grader_at_a_closed_port_exits_non_zero_within_seconds(grade, llm_server):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    imported_run(name="imported", conversations=3)
+    Endpoint.objects.create(name="closed", base_url=f"http://127.0.0.1:{port}/v1", model="g", key_variable="")
+    started = time.monotonic()
+    with pytest.raises(CommandError, match=r"ended failed: grader endpoint closed: connection refused by"):
+        grade("--name", "again", "--grader", "closed", "--responses-from", "imported", "--wait")
+    assert time.monotonic() - started < 30
+    assert Run.objects.get(name="again").status == Run.Status.FAILED
+
+
+def test_raw_urls_models_and_key_variables_are_refused_with_what_to_do(grade, llm_server):
+    imported_run(name="imported", conversations=1)
+    for option in ("--grader-base-url", "--grader-api-key-env", "--grader-model", "--policy-api-key-env"):
+        with pytest.raises(CommandError, match=f"{option}: Runs do not take a base URL.*name a grader endpoint"):
+            grade("--name", "x", option, "SECRET_KEY", "--responses-from", "imported")
+    assert Run.objects.count() == 1 and llm_server.calls == 0
+
+
+def test_list_endpoints_names_them(grade, llm_server):
+    endpoint_on(llm_server, "pro", model="gpt-5.4", api_style="responses", reasoning=True, reasoning_effort="low")
+    assert "pro\tgpt-5.4\tResponses\treasoning low" in grade("--list-endpoints")
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--name", "x", "--responses-from", "nope"], "no run named 'nope'"),
-        (["--name", "x", "--responses-from", "imported", "--subset", "mine", "--policy-model", "p"], "grade either"),
-        (["--name", "x", "--policy-model", "p", "--samples", "2"], "sampling needs a subset"),
-        (["--name", "x", "--subset", "nope", "--policy-model", "p"], "no subset named 'nope'"),
+        (
+            ["--name", "x", "--responses-from", "imported", "--subset", "mine", "--policy", "test-grader"],
+            "grade either",
+        ),
+        (["--name", "x", "--policy", "test-grader", "--samples", "2"], "sampling needs a subset"),
+        (["--name", "x", "--subset", "nope", "--policy", "test-grader"], "no subset named 'nope'"),
+        (["--name", "x", "--responses-from", "imported", "--policy", "nope"], "no endpoint named 'nope'"),
         (["--name", "imported", "--responses-from", "imported"], "a run named 'imported' already exists"),
         (["--name", "x", "--responses-from", "imported", "--concurrency", "0"], "concurrency must be between"),
         (
@@ -171,9 +225,9 @@ def test_bad_input_exits_non_zero_with_a_message_and_writes_nothing(grade, llm_s
     assert Run.objects.count() == 1
 
 
-def test_a_missing_grader_model_is_named(grade):
+def test_a_missing_grader_endpoint_is_named(grade):
     imported_run(name="imported", conversations=1)
-    with pytest.raises(CommandError, match="the grader model is required"):
+    with pytest.raises(CommandError, match="--grader ENDPOINT is required"):
         grade("--name", "x", "--responses-from", "imported")
 
 

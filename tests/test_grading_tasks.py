@@ -10,14 +10,15 @@ from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Conversation, Subset
-from grading.models import Grade, Response, Run, RunBatch
+from grading.models import Endpoint, Grade, Response, Run, RunBatch, SampleFailure
 from grading.pipeline import client as llm
 from grading.pipeline.batches import Outcome, batch_claim, batch_run, request_key
-from grading.pipeline.endpoint import Endpoint
-from grading.pipeline.estimate import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan
+from grading.pipeline.endpoint import CallTarget
+from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan
 from grading.pipeline.grader_prompt import template_hash
 from grading.pipeline.runs import MAX_BATCH_FAILURES, run_cancel, run_launch, run_resume, runs_sweep
 from grading.reports.report import run_report
+from tests.endpoints import endpoint_on
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of
 
 pytest_plugins = ["tests.llm_server"]
@@ -38,8 +39,12 @@ def server(llm_server):
     return llm_server
 
 
+def grader_on(server) -> Endpoint:
+    return Endpoint.objects.filter(name="test-grader").first() or endpoint_on(server)
+
+
 def spec(server, source=None, **changes) -> RunSpec:
-    grader = EndpointSpec(model="grader", base_url=server.url, api_key_env="", timeout=2.0)
+    grader = grader_on(server)
     return RunSpec(**{"name": "again", "grader": grader, "concurrency": 4, "responses_from": source, **changes})
 
 
@@ -195,14 +200,20 @@ def test_a_run_without_the_cache_calls_the_grader_again(server):
 
 
 def test_the_request_key_changes_with_the_grader_the_template_and_the_prompt():
-    point = Endpoint(base_url="http://x/v1", model="g", api_key_env="", temperature=0, max_tokens=9, timeout=1)
+    point = CallTarget(base_url="http://x/v1", model="g", api_key_env="", temperature=0, max_tokens=9, timeout=1)
     key = request_key(point, "hash", "prompt")
     assert len(key) == 64
     assert request_key(point, "hash", "prompt") == key
     assert request_key(point, "other", "prompt") != key
     assert request_key(point, "hash", "prompt!") != key
-    assert request_key(Endpoint(**{**point.__dict__, "model": "h"}), "hash", "prompt") != key
-    assert request_key(Endpoint(**{**point.__dict__, "timeout": 5}), "hash", "prompt") == key
+    assert request_key(CallTarget(**{**point.__dict__, "model": "h"}), "hash", "prompt") != key
+    assert request_key(CallTarget(**{**point.__dict__, "timeout": 5}), "hash", "prompt") == key
+    # How it is asked is part of the request too: another API, effort or structured output.
+    assert request_key(CallTarget(**{**point.__dict__, "api_style": "responses"}), "hash", "prompt") != key
+    assert request_key(CallTarget(**{**point.__dict__, "structured_output": True}), "hash", "prompt") != key
+    reasoning = CallTarget(**{**point.__dict__, "reasoning": True, "temperature": None, "reasoning_effort": "low"})
+    higher = CallTarget(**{**reasoning.__dict__, "reasoning_effort": "high"})
+    assert request_key(reasoning, "hash", "prompt") != request_key(higher, "hash", "prompt")
 
 
 def test_failed_grades_are_not_reused(server):
@@ -323,9 +334,10 @@ def test_the_sweep_sends_again_the_queued_batches_of_a_stalled_run(
     assert runs_sweep() == []  # once per stall period
 
 
-def test_a_missing_api_key_fails_the_run_with_the_reason(server, monkeypatch):
+def test_a_missing_api_key_fails_the_run_with_the_reason(server, monkeypatch, settings):
+    settings.ENDPOINT_KEY_VARIABLES = ["HB_MISSING_KEY"]
     monkeypatch.delenv("HB_MISSING_KEY", raising=False)
-    grader = EndpointSpec(model="grader", base_url=server.url, api_key_env="HB_MISSING_KEY")
+    grader = endpoint_on(server, "keyed", key_variable="HB_MISSING_KEY")
     run = run_launch(spec=spec(server, imported_run(conversations=1), grader=grader))
     assert set(grade_all(run)) <= {Outcome.FAILED, Outcome.SKIPPED}
     run.refresh_from_db()
@@ -337,7 +349,9 @@ def test_a_missing_api_key_fails_the_run_with_the_reason(server, monkeypatch):
 
 
 def sampled_spec(server, subset, samples=2, **changes) -> RunSpec:
-    policy = EndpointSpec(model="policy-1", base_url=server.url, api_key_env="", temperature=0.7, max_tokens=300)
+    policy = Endpoint.objects.filter(name="test-policy").first() or endpoint_on(
+        server, "test-policy", model="policy-1", temperature=0.7, max_output_tokens=300
+    )
     return spec(server, subset=subset, policy=policy, samples=samples, **changes)
 
 
@@ -371,7 +385,7 @@ def test_a_consensus_subset_is_graded_on_its_cluster_criteria_only(server):
     assert list(Grade.objects.filter(run=run).values_list("position", "criterion__level")) == [(0, "cluster")]
 
 
-def test_a_sample_that_cannot_be_drawn_is_counted_and_drawn_on_resume(server):
+def test_a_sample_that_cannot_be_drawn_is_stored_with_its_reason_and_drawn_on_resume(server):
     conversations = [conversation_with_rubric(i, n_criteria=2) for i in range(2)]
     run = run_launch(spec=sampled_spec(server, subset_of("mine", conversations), samples=1, concurrency=1))
     server.inject("500", times=llm.DEFAULT_RETRY.max_attempts)  # every attempt of the first sample
@@ -380,8 +394,14 @@ def test_a_sample_that_cannot_be_drawn_is_counted_and_drawn_on_resume(server):
     assert run.status == Run.Status.DONE
     assert Response.objects.filter(run=run).count() == 1
     assert run.batches.get().failed_samples == 1
-    assert run_resume(run=run) == 1
+    failure = SampleFailure.objects.get(run=run)
+    assert failure.error.startswith("HTTP 500 from test-policy: The server had an error (gave up after 6 attempts)")
+    assert run_resume(run=run) == 1  # the grades of the failed sample are missing
     grade_all(run)
+    assert Response.objects.filter(run=run).count() == 1  # a failed sample stays failed...
+    assert run_resume(run=run, retry_failed=True) == 1  # ...until failures are retried
+    grade_all(run)
+    assert not SampleFailure.objects.filter(run=run).exists()
     assert Grade.objects.filter(run=run).count() == run.total_items
 
 
@@ -419,7 +439,7 @@ def test_a_custom_template_is_sent_as_written_and_identified_by_its_hash(server)
         ({"concurrency": 0}, "concurrency must be between 1 and 1000"),
         ({"template": "no placeholders"}, "lacks the placeholder"),
         ({"subset": "X"}, "grade either the responses of an existing run"),
-        ({"grader": EndpointSpec(model="")}, "the grader model is required"),
+        ({"grader": None}, "choose a grader endpoint"),
     ],
 )
 def test_a_bad_spec_is_refused_with_the_problem(server, changes, problem):

@@ -10,7 +10,7 @@ import pytest
 
 from grading.pipeline import client as llm
 from grading.pipeline.client import CallFailed, RetryPolicy, ask_grader, chat
-from grading.pipeline.endpoint import Endpoint, EndpointConfigError
+from grading.pipeline.endpoint import CallTarget, EndpointConfigError
 from grading.pipeline.rate_limit import LocalRateLimiter, RedisRateLimiter
 from grading.pipeline.slots import LocalSlots, RedisSlots
 
@@ -22,7 +22,7 @@ NOT_MET_PROMPT = "user: hi\n\nassistant: eat a mango\n\n[5] Mentions need:kiwi"
 NO_LIMIT = LocalRateLimiter()
 
 
-def endpoint(server, **changes) -> Endpoint:
+def endpoint(server, **changes) -> CallTarget:
     fields = {
         "base_url": server.url,
         "model": "grader",
@@ -31,7 +31,7 @@ def endpoint(server, **changes) -> Endpoint:
         "max_tokens": 200,
         "timeout": 2.0,
     }
-    return Endpoint(**{**fields, **changes})
+    return CallTarget(**{**fields, **changes})
 
 
 def run(coroutine):
@@ -98,7 +98,9 @@ def test_backoff_grows_exponentially_with_jitter():
 
 def test_it_gives_up_after_the_last_attempt_and_says_why(llm_server):
     llm_server.inject("500", times=10)
-    with pytest.raises(CallFailed, match=r"HTTP 500: The server had an error \(gave up after 4 attempts\)") as failed:
+    with pytest.raises(
+        CallFailed, match=r"HTTP 500 from grader: The server had an error \(gave up after 4 attempts\)"
+    ) as failed:
         run(chat(endpoint(llm_server), [{"role": "user", "content": "x"}], limiter=NO_LIMIT, policy=FAST))
     assert failed.value.attempts == 4
 
@@ -131,10 +133,11 @@ def test_a_non_boolean_verdict_is_asked_again_a_bounded_number_of_times(llm_serv
     assert outcome.raw_output == '{"explanation": "Unsure.", "criteria_met": "yes"}'
 
 
-def test_a_named_api_key_variable_that_is_not_set_is_a_configuration_error(monkeypatch):
+def test_a_named_api_key_variable_that_is_not_set_is_a_configuration_error(monkeypatch, settings):
+    settings.ENDPOINT_KEY_VARIABLES = ["HB_TEST_KEY"]
     monkeypatch.delenv("HB_TEST_KEY", raising=False)
-    with pytest.raises(EndpointConfigError, match="HB_TEST_KEY"):
-        Endpoint(base_url="", model="m", api_key_env="HB_TEST_KEY", temperature=0, max_tokens=1, timeout=1).api_key()
+    with pytest.raises(EndpointConfigError, match="HB_TEST_KEY.*is not set"):
+        CallTarget(base_url="", model="m", api_key_env="HB_TEST_KEY", temperature=0, max_tokens=1, timeout=1).api_key()
 
 
 # --- limits -----------------------------------------------------------------------------------
@@ -151,7 +154,7 @@ class Clock:
 def test_the_token_bucket_keeps_requests_per_minute():
     clock = Clock()
     limiter = LocalRateLimiter(burst_seconds=6, clock=clock)
-    point = Endpoint(
+    point = CallTarget(
         base_url="", model="m", api_key_env="", temperature=0, max_tokens=1, timeout=1, requests_per_minute=60
     )
     assert [limiter.take(point, 10) for _ in range(6)] == [0] * 6  # a burst of 6 s worth
@@ -163,7 +166,7 @@ def test_the_token_bucket_keeps_requests_per_minute():
 def test_the_token_bucket_keeps_tokens_per_minute_and_settles_the_real_count():
     clock = Clock()
     limiter = LocalRateLimiter(burst_seconds=6, clock=clock)
-    point = Endpoint(
+    point = CallTarget(
         base_url="", model="m", api_key_env="", temperature=0, max_tokens=1, timeout=1, tokens_per_minute=6000
     )
     assert limiter.take(point, 600) == 0  # the bucket holds 600
@@ -179,7 +182,7 @@ redis_only = pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs R
 def test_workers_share_one_rate_limit_through_redis():
     from redis.asyncio import Redis
 
-    point = Endpoint(
+    point = CallTarget(
         base_url="http://shared.test", model=f"m{time.time()}", api_key_env="", temperature=0, max_tokens=1,
         timeout=1, requests_per_minute=1200,
     )  # fmt: skip

@@ -21,16 +21,16 @@ def test_estimating_the_empty_form_puts_each_error_beside_its_field():
     assert "things to fix" in page
     name_field = page[page.index('name="name"') - 600 : page.index('name="name"') + 200]
     assert "This field is required." in name_field
-    grader_field = page[page.index('name="grader_model"') - 600 : page.index('name="grader_model"') + 200]
+    grader_field = page[page.index('name="grader"') - 600 : page.index('name="grader"') + 200]
     assert "This field is required." in grader_field
     assert "see the messages beside them" not in page
     # The summary at the top links to each field.
-    assert 'href="#id_name"' in page and 'href="#id_grader_model"' in page
+    assert 'href="#id_name"' in page and 'href="#id_grader"' in page
 
 
 def test_policy_fields_are_marked_for_the_sampling_source_only():
     page = client_for(Physician.Role.RESEARCHER).get(reverse("run_new")).text
-    for name in ("policy_model", "policy_base_url", "samples", "subset"):
+    for name in ("policy", "samples", "subset"):
         assert re.search(rf'data-source="sample">\s*<div[^>]*>\s*<label for="id_{name}"', page) or re.search(
             rf'data-source="sample">.{{0,400}}id="id_{name}"', page, re.S
         ), name

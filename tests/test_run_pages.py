@@ -9,10 +9,11 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Physician
-from grading.models import Run, RunBatch
+from grading.models import Endpoint, Run, RunBatch
 from grading.pipeline.batches import batch_run
-from grading.pipeline.estimate import EndpointSpec, RunSpec
+from grading.pipeline.estimate import RunSpec
 from grading.pipeline.runs import run_launch
+from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 
 pytest_plugins = ["tests.llm_server"]
@@ -38,25 +39,19 @@ def source() -> Run:
 
 @pytest.fixture
 def run(source, llm_server) -> Run:
-    grader = EndpointSpec(model="grader", base_url=llm_server.url, api_key_env="")
+    grader = endpoint_on(llm_server)
     return run_launch(spec=RunSpec(name="regrade", grader=grader, responses_from=source, concurrency=2))
 
 
 def form_data(llm_server, **changes) -> dict:
+    if not Endpoint.objects.filter(name="test-grader").exists():
+        endpoint_on(llm_server)
     data = {
         "name": "from-the-page",
         "source": "responses",
         "responses_from": str(Run.objects.get(name="imported").code),
         "samples": "1",
-        "policy_temperature": "1.0",
-        "policy_max_tokens": "2048",
-        "policy_api_key_env": "OPENAI_API_KEY",
-        "grader_model": "grader",
-        "grader_base_url": llm_server.url,
-        "grader_api_key_env": "",
-        "grader_temperature": "0",
-        "grader_max_tokens": "2048",
-        "grader_timeout": "60",
+        "grader": "test-grader",
         "concurrency": "8",
         "use_cache": "on",
     }
@@ -135,7 +130,8 @@ def test_the_estimate_fragment_answers_htmx_and_launches_nothing(source, llm_ser
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"source": "sample"}, "the policy model is required"),
+        ({"source": "sample"}, "sampling needs a policy endpoint"),
+        ({"grader": "nope"}, "Select a valid choice"),
         ({"name": "imported"}, "a run named &#x27;imported&#x27; already exists"),
         ({"grader_template": "no placeholders here"}, "lacks the placeholder"),
         ({"responses_from": ""}, "grade either the responses of an existing run"),
@@ -158,7 +154,8 @@ def test_the_sampling_choice_launches_a_sampled_run(llm_server, django_capture_o
     imported_run(name="imported", conversations=1)
     subset = subset_of("mine", [conversation_with_rubric(9, n_criteria=2)])
     client = client_for(Physician.Role.CURATOR)
-    data = form_data(llm_server, source="sample", subset=str(subset.code), policy_model="policy-1", samples="3")
+    endpoint_on(llm_server, "test-policy", model="policy-1")
+    data = form_data(llm_server, source="sample", subset=str(subset.code), policy="test-policy", samples="3")
     with django_capture_on_commit_callbacks():
         response = client.post(reverse("run_new"), {**data, "action": "launch"})
     assert response.status_code == 302
@@ -253,3 +250,47 @@ def test_the_form_launches_a_healthbench_professional_run(source, llm_server, dj
     run = Run.objects.get(name="from-the-page")
     assert run.healthbench_professional and run.scores_length_adjusted
     assert "HealthBench Professional run" in client.get(reverse("run_new")).content.decode()
+
+
+# --- endpoints, failures and money ----------------------------------------------------------------
+
+
+def test_a_form_post_naming_a_url_or_key_variable_is_refused_with_what_to_do(source, llm_server):
+    client = client_for(Physician.Role.RESEARCHER)
+    data = {
+        **form_data(llm_server),
+        "grader_base_url": "http://attacker.example/v1",
+        "grader_api_key_env": "SECRET_KEY",
+    }
+    response = client.post(reverse("run_new"), {**data, "action": "launch"})
+    assert response.status_code == 400
+    assert "name a grader endpoint" in response.content.decode()
+    assert Run.objects.count() == 1 and llm_server.calls == 0
+
+
+def test_a_failed_run_shows_a_banner_with_its_reason(run):
+    Run.objects.filter(id=run.id).update(status=Run.Status.FAILED, error="grader endpoint x: connection refused by y")
+    page = client_for(Physician.Role.RESEARCHER).get(reverse("run_detail", args=[run.code])).content.decode()
+    assert 'class="banner error"' in page and "This run failed." in page
+    assert "connection refused by y" in page and "grade --resume regrade" in page
+
+
+def test_a_done_run_with_failures_shows_a_warning_and_the_cost(llm_server):
+    from decimal import Decimal
+
+    from tests.grading_data import imported_run as make
+
+    faulty = make(name="faulty", conversations=1, samples=1, n_criteria=2, faults={1: "malformed:9"})
+    grader = endpoint_on(llm_server, "priced", price_input=Decimal(2), price_output=Decimal(8))
+    run = run_launch(spec=RunSpec(name="warned", grader=grader, responses_from=faulty))
+    for batch_id in run.batches.values_list("id", flat=True):
+        batch_run(batch_id=batch_id)
+    page = client_for(Physician.Role.RESEARCHER).get(reverse("run_detail", args=[run.code])).content.decode()
+    assert "Done, with failures." in page and "1 of 2 grades failed" in page
+    assert re.search(r"<th>Cost</th><td class=\"num\">\$0\.\d\d</td>", page)
+
+
+def test_the_estimate_on_the_page_gives_dollars_or_says_prices_are_missing(source, llm_server):
+    client = client_for(Physician.Role.RESEARCHER)
+    page = client.post(reverse("run_new"), {**form_data(llm_server), "action": "estimate"}).content.decode()
+    assert "Cost: unknown — no prices are configured for test-grader" in page

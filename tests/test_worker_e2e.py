@@ -24,6 +24,7 @@ from django.db.models import Count
 from grading.models import Grade, Run, RunBatch
 from grading.reports.report import run_report
 from tests.conftest import REPO
+from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 
 pytest_plugins = ["tests.llm_server"]
@@ -79,12 +80,12 @@ def test_a_killed_worker_loses_and_doubles_nothing(llm_server, tmp_path):
     source = imported_run(
         name="imported", conversations=8, samples=4, n_criteria=8, faults=FAULTS, faulty_conversations=3
     )
+    endpoint_on(llm_server, "e2e", timeout_seconds=1)
     log = tmp_path / "workers.log"
     workers = [start_worker("first", log)]
     try:
         call_command(
-            "grade", "--name", "again", "--grader-model", "grader", "--grader-base-url", llm_server.url,
-            "--grader-api-key-env", "", "--grader-timeout", "1", "--concurrency", "8", stdout=open(os.devnull, "w"),
+            "grade", "--name", "again", "--grader", "e2e", "--concurrency", "8", stdout=open(os.devnull, "w"),
             responses_from="imported",
         )  # fmt: skip
         run = Run.objects.get(name="again")

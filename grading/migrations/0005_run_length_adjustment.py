@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("annotation", "0005_consensus_axis_blank"),
-        ("grading", "0002_grading_pipeline"),
+        ("grading", "0004_endpoints_from_grader_configs"),
     ]
 
     operations = [

@@ -14,6 +14,13 @@
 5. End: done (then maybe the run is done), or, after WORK_SECONDS, handed back and queued
    again so that no task nears Celery's time limit; after an error, handed back and
    queued again with a delay, until it has failed MAX_BATCH_FAILURES times.
+
+Failing fast: an endpoint that breaks the operator's policy, a key that is not set, a host
+that does not resolve (checked before any call), or a FailureWatch that trips during the
+work (a refused connection, 401/403/404, GRADING_FAILURE_STREAK identical failures in a row)
+fails the whole run with that reason and cancels its other batches, whose tasks notice at
+their next flush (FLUSH_SECONDS) and end. So a failing run holds a worker process for about
+one retry budget at most, not for the whole run.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -38,8 +45,8 @@ from annotation.models import Conversation, Criterion
 from grading.models import Grade, Response, Run, RunBatch
 from grading.pipeline import client as llm
 from grading.pipeline import engine
-from grading.pipeline.client import ChatReply, GradeOutcome, RetryPolicy, ask_grader
-from grading.pipeline.endpoint import Endpoint, EndpointConfigError
+from grading.pipeline.client import ChatReply, FailureWatch, GradeOutcome, RetryPolicy, ask_grader
+from grading.pipeline.endpoint import CallTarget, EndpointConfigError
 from grading.pipeline.failure_log import failures_note
 from grading.pipeline.grader_prompt import conversation_block, render, rubric_item
 from grading.pipeline.rate_limit import limiter_for_loop
@@ -69,7 +76,7 @@ class Outcome(enum.StrEnum):
     DONE = "done"
     PAUSED = "paused"  # worked WORK_SECONDS: handed back and queued again
     STOPPED = "stopped"  # the run was cancelled or the claim lost
-    FAILED = "failed"  # the run cannot work (configuration)
+    FAILED = "failed"  # the run cannot work (configuration, or its endpoint failed fatally)
 
 
 def lease() -> timedelta:
@@ -152,7 +159,7 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
     where = {"run": claim.batch.run.name, "batch": claim.batch.number, "claim": claim.token}
     log.info("run %r batch %d claimed (%d items)", where["run"], claim.batch.number, claim.batch.items, extra=where)
     try:
-        outcome, failed_samples = _work(claim, retry or llm.DEFAULT_RETRY)
+        outcome, failed_samples, reason = _work(claim, retry or llm.DEFAULT_RETRY)
     except EndpointConfigError as exc:
         run_fail(run_id=run_id, error=str(exc))
         return Outcome.FAILED
@@ -166,7 +173,9 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
         else:
             run_finish_if_complete(run_id=run_id)
         raise
-    if outcome is Outcome.PAUSED:
+    if outcome is Outcome.FAILED:
+        run_fail(run_id=run_id, error=reason)
+    elif outcome is Outcome.PAUSED:
         if claim.hand_back():
             batches_queue([batch_id])
     elif outcome is Outcome.DONE and claim.finish(failed_samples=failed_samples):
@@ -189,18 +198,28 @@ class Item:
     tags: list
 
 
-def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
+def _target(config) -> CallTarget:
+    """The call target of a snapshot, checked: the operator's policy, the key set, the host
+    resolving. Raises EndpointConfigError, which fails the run now rather than once per call."""
+    target = CallTarget.of(config)
+    target.check()
+    target.api_key()
+    return target
+
+
+def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
     batch, run = claim.batch, claim.batch.run
     deadline = time.monotonic() + work_seconds()
-    grader = Endpoint.of(run.grader_config)
-    grader.api_key()  # a missing key fails the run now, not once per grade
+    grader = _target(run.grader_config)
+    watch = FailureWatch(settings.GRADING_FAILURE_STREAK)
     failed_samples = 0
     if batch.conversation_ids:
-        policy = Endpoint.of(run.policy_config)
-        policy.api_key()
-        outcome, failed_samples = _sample(claim, policy, retry, deadline)
+        policy = _target(run.policy_config)
+        outcome, failed_samples = _sample(claim, policy, retry, deadline, watch)
+        if watch.reason is not None:
+            return Outcome.FAILED, failed_samples, f"policy endpoint {policy.name}: {watch.reason}"
         if outcome is not Outcome.DONE:
-            return outcome, failed_samples
+            return outcome, failed_samples, ""
         items = _items_sampled(run, batch.conversation_ids)
     else:
         items = _items_regraded(run, batch.response_ids)
@@ -211,7 +230,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
     )
     items = [i for i in items if (i.response_id, i.position) not in have]
     if not items:
-        return Outcome.DONE, failed_samples
+        return Outcome.DONE, failed_samples, ""
 
     prompts, groups = _requests(run, grader, items)
     if run.use_cache:
@@ -223,22 +242,25 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
                 for item in groups.pop(key)
             ]
             if not _write(claim, rows):
-                return Outcome.STOPPED, failed_samples
+                return Outcome.STOPPED, failed_samples, ""
 
     def rows_of(results: list[tuple[str, GradeOutcome]]) -> list[Grade]:
         failures_note(run, "grader", [outcome.error for _, outcome in results if outcome.met is None])
-        # Items with the same request (rare: a response repeated) share one call.
+        # Items with the same request (rare: a response repeated) share one call. A fatal
+        # outcome is the run's failure, not the item's: left missing for a resume.
         return [
             _grade_row(run.id, item, key, outcome, reused=n > 0)
             for key, outcome in results
+            if not outcome.fatal
             for n, item in enumerate(groups[key])
         ]
 
     async def grade_all(emit, stop) -> None:
         limiter = limiter_for_loop()
+        watch.on_trip = stop.set  # no new call starts once the endpoint is known to fail
         await engine.run_lanes(
             list(groups),
-            lambda key: ask_grader(grader, prompts[key], limiter=limiter, policy=retry),
+            lambda key: ask_grader(grader, prompts[key], limiter=limiter, policy=retry, watch=watch),
             emit,
             concurrency=run.concurrency,
             slots=slots_for_run(run.id, run.concurrency),
@@ -246,10 +268,14 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int]:
         )
 
     outcome = _drive(claim, grade_all, rows_of, deadline) if groups else Outcome.DONE
-    return outcome, failed_samples
+    if watch.reason is not None and outcome is not Outcome.STOPPED:
+        return Outcome.FAILED, failed_samples, f"grader endpoint {grader.name}: {watch.reason}"
+    return outcome, failed_samples, ""
 
 
-def _sample(claim: Claim, policy: Endpoint, retry: RetryPolicy, deadline: float) -> tuple[Outcome, int]:
+def _sample(
+    claim: Claim, policy: CallTarget, retry: RetryPolicy, deadline: float, watch: FailureWatch
+) -> tuple[Outcome, int]:
     run, conversation_ids = claim.batch.run, claim.batch.conversation_ids
     jobs = sample_jobs_missing(run, conversation_ids)
     if not jobs:
@@ -257,18 +283,18 @@ def _sample(claim: Claim, policy: Endpoint, retry: RetryPolicy, deadline: float)
     messages = sample_messages(conversation_ids)
     failed = 0
 
-    def store(results: list[tuple[SampleJob, ChatReply | llm.CallFailed]]) -> list[tuple[SampleJob, ChatReply]]:
+    def store(results: list[tuple[SampleJob, ChatReply | llm.CallFailed]]) -> list:
         nonlocal failed
-        replies = [(job, r) for job, r in results if isinstance(r, ChatReply)]
-        failed += len(results) - len(replies)
-        failures_note(run, "policy", [str(r) for _, r in results if not isinstance(r, ChatReply)])
-        return replies
+        failed += sum(1 for _, r in results if isinstance(r, llm.CallFailed) and not r.fatal)
+        failures_note(run, "policy", [str(r) for _, r in results if isinstance(r, llm.CallFailed)])
+        return results
 
     async def sample_all(emit, stop) -> None:
         limiter = limiter_for_loop()
+        watch.on_trip = stop.set
         await engine.run_lanes(
             jobs,
-            lambda job: ask_policy(policy, messages[job.conversation_id], limiter=limiter, policy=retry),
+            lambda job: ask_policy(policy, messages[job.conversation_id], limiter=limiter, policy=retry, watch=watch),
             emit,
             concurrency=run.concurrency,
             slots=slots_for_run(run.id, run.concurrency),
@@ -282,7 +308,7 @@ def _sample(claim: Claim, policy: Endpoint, retry: RetryPolicy, deadline: float)
 def _items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
     """The criteria the source run graded each response on, as it graded them."""
     rows = (
-        Grade.objects.filter(run_id=run.responses_from_id, response_id__in=response_ids)
+        Grade.objects.filter(run=run.responses_from, response_id__in=response_ids)
         .order_by("response_id", "position")
         .values_list("response_id", "criterion_id", "position", "criterion_text", "points", "tags")
     )
@@ -298,7 +324,7 @@ def _items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
     for conversation_id, *criterion in criteria.order_by("conversation_id", "position", "id").values_list(
         "conversation_id", "id", "text", "points", "tags"
     ):
-        rubric.setdefault(conversation_id, []).append(criterion)
+        rubric.setdefault(conversation_id, []).append(tuple(criterion))
     return [
         Item(response_id, criterion_id, position, text, points, tags)
         for response_id, conversation_id in samples_of(run, conversation_ids)
@@ -308,14 +334,19 @@ def _items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
     ]
 
 
-def request_key(grader: Endpoint, prompt_hash: str, prompt: str) -> str:
-    """Identifies a grader request: who answers it, how, and the exact prompt sent (which
-    holds the conversation, the response and the criterion's text and points)."""
-    head = json.dumps([grader.base_url, grader.model, grader.temperature, grader.max_tokens, prompt_hash])
+def request_key(grader: CallTarget, prompt_hash: str, prompt: str) -> str:
+    """Identifies a grader request: who answers it, how (API style, sampling or reasoning
+    settings, structured output), and the exact prompt sent (which holds the conversation,
+    the response and the criterion's text and points)."""
+    how = [grader.base_url, grader.model, grader.temperature, grader.max_tokens, prompt_hash]
+    if grader.api_style != "chat" or grader.reasoning or grader.structured_output:
+        # Only then: the keys of grades stored before these settings existed stay valid.
+        how += [grader.api_style, grader.reasoning, grader.reasoning_effort, grader.structured_output]
+    head = json.dumps(how)
     return hashlib.sha256(f"{head}\n{prompt}".encode()).hexdigest()
 
 
-def _requests(run: Run, grader: Endpoint, items: list[Item]) -> tuple[dict[str, str], dict[str, list[Item]]]:
+def _requests(run: Run, grader: CallTarget, items: list[Item]) -> tuple[dict[str, str], dict[str, list[Item]]]:
     """The prompt of each distinct request, and the items that ask it."""
     responses = dict(
         (rid, (text, cid))
@@ -323,10 +354,13 @@ def _requests(run: Run, grader: Endpoint, items: list[Item]) -> tuple[dict[str, 
             "id", "text", "conversation_id"
         )
     )
-    messages = dict(
-        Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")
+    # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
+    messages = cast(
+        "dict[int, list]",
+        dict(Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")),
     )
     blocks = {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
+    assert run.grader_config is not None  # only runs graded here have batches
     template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
     prompts: dict[str, str] = {}
     groups: dict[str, list[Item]] = {}
@@ -345,7 +379,8 @@ def _cached(keys: list[str]) -> dict[str, GradeOutcome]:
             "request_key", "met", "explanation", "raw_output"
         )
         for key, met, explanation, raw in rows:
-            found.setdefault(key, GradeOutcome(met=met, explanation=explanation, raw_output=raw))
+            if key is not None:
+                found.setdefault(key, GradeOutcome(met=met, explanation=explanation, raw_output=raw))
     return found
 
 
@@ -366,6 +401,8 @@ def _grade_row(run_id: int, item: Item, key: str, outcome: GradeOutcome, *, reus
         attempts=0 if reused else outcome.attempts,
         prompt_tokens=0 if reused else outcome.prompt_tokens,
         completion_tokens=0 if reused else outcome.completion_tokens,
+        cached_tokens=0 if reused else outcome.cached_tokens,
+        reasoning_tokens=0 if reused else outcome.reasoning_tokens,
         reused=reused,
         request_key=key,
     )

@@ -1,12 +1,22 @@
-"""Chat calls to any OpenAI-compatible endpoint, through the ``openai`` package, with our own
+"""Calls to any OpenAI-compatible endpoint, through the ``openai`` package, with our own
 retries; and the grader protocol on top (ask, read the verdict, ask again if unreadable).
+
+Requests are shaped per endpoint (grading.pipeline.request_shape): Chat Completions or the
+Responses API; reasoning models get ``max_completion_tokens`` / ``max_output_tokens`` and
+``reasoning_effort`` and never ``temperature``; a strict JSON schema for the grader's answer
+where the endpoint supports it.
 
 Faults and what happens:
 
 * 429 (honouring Retry-After / retry-after-ms), 408, 409, 5xx, timeouts, dropped
-  connections, a 200 whose body is not a chat completion: retried up to
+  connections, a 200 whose body is not a completion: retried up to
   ``RetryPolicy.max_attempts`` requests, with exponential backoff and jitter.
-* Other 4xx (a bad key, an unknown model): not retried; the call fails at once.
+* A refused connection, a host that does not resolve, 401/403/404 (a bad key, an unknown
+  model) and a 400 that rejects the request's shape: *fatal*. Not retried; the batch's
+  FailureWatch trips and the run stops with that reason (grading.pipeline.batches).
+* Other 4xx: not retried; that one call fails.
+* ``FailureWatch.limit`` failed requests in a row with the same error (429s aside): the
+  watch trips too, so that an outage fails the run in seconds instead of grinding on.
 * An answer without a readable verdict: asked again, up to ``RetryPolicy.format_attempts``
   answers. The tokens of every answer count.
 
@@ -18,24 +28,32 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import random
+import socket
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx2
 import openai
 
-from grading.pipeline.endpoint import Endpoint
+from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.grader_prompt import MalformedAnswer, parse_answer
+from grading.pipeline.request_shape import CHARS_PER_TOKEN, GRADE_SCHEMA, Reply, parse_reply, request_body
 
 if TYPE_CHECKING:
     from grading.pipeline.rate_limit import RateLimiter
 
-CHARS_PER_TOKEN = 4  # for estimates and the token bucket, before the endpoint counts them
 RETRY_STATUS = {408, 409, 429}
+FATAL_STATUS = {401, 403, 404}
+# A 400 with one of these codes rejects the request's shape or the model itself: every
+# other call of the run would get the same answer.
+FATAL_CODES = {
+    "unsupported_parameter", "unsupported_value", "unknown_parameter", "invalid_api_key", "model_not_found",
+}  # fmt: skip
+__all__ = ["CHARS_PER_TOKEN", "ChatReply"]
 
 
 @dataclass(frozen=True)
@@ -54,25 +72,48 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
-
-
-@dataclass(frozen=True)
-class ChatReply:
-    content: str
-    prompt_tokens: int
-    completion_tokens: int
-    attempts: int
+ChatReply = Reply  # the name callers knew; a reply of either API style
 
 
 class CallFailed(Exception):
-    def __init__(self, message: str, *, attempts: int):
+    def __init__(self, message: str, *, attempts: int, fatal: bool = False):
         super().__init__(message)
         self.attempts = attempts
+        self.fatal = fatal
+
+
+class FailureWatch:
+    """One batch's view of its endpoint's health, shared by all its calls (on one event
+    loop, so no lock). It trips on a fatal fault, or on `limit` failed requests in a row
+    with the same error; then every call of the batch fails at once with its reason."""
+
+    def __init__(self, limit: int, *, on_trip: Callable[[], None] | None = None):
+        self.limit = limit
+        self.on_trip = on_trip
+        self.reason: str | None = None
+        self.streak = 0
+        self.last_error = ""
+
+    def trip(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+            if self.on_trip is not None:
+                self.on_trip()
+
+    def failed(self, error: str) -> None:
+        self.streak = self.streak + 1 if error == self.last_error else 1
+        self.last_error = error
+        if self.streak >= self.limit:
+            self.trip(f"{self.streak} calls in a row failed: {error}")
+
+    def succeeded(self) -> None:
+        self.streak, self.last_error = 0, ""
 
 
 @dataclass(frozen=True)
 class GradeOutcome:
-    """A grade as the grader gave it: met is None when it failed (error says why)."""
+    """A grade as the grader gave it: met is None when it failed (error says why). A fatal
+    outcome is the run's failure, not the item's: it is not stored, so a resume grades it."""
 
     met: bool | None
     explanation: str = ""
@@ -81,6 +122,9 @@ class GradeOutcome:
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    fatal: bool = False
 
 
 # --- the client ---------------------------------------------------------------------------
@@ -91,11 +135,12 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, opena
 )
 
 
-def client_for(endpoint: Endpoint) -> openai.AsyncOpenAI:
+def client_for(endpoint: CallTarget) -> openai.AsyncOpenAI:
     """The endpoint's client on this event loop. It lives as long as the loop, so
-    connections are reused across the batches a worker grades."""
+    connections are reused across the batches a worker grades. The key is read (and its
+    variable checked against the allowlist) when the client is made."""
     clients = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (endpoint.base_url, endpoint.api_key(), endpoint.timeout)
+    key = (endpoint.base_url, endpoint.api_key_env, endpoint.timeout)
     if key not in clients:
         clients[key] = openai.AsyncOpenAI(
             base_url=endpoint.base_url or None,
@@ -135,58 +180,93 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
         return max(0.0, when.timestamp() - time.time()) if when else None
 
 
-def _reply(raw: bytes, attempts: int) -> ChatReply:
-    data = json.loads(raw)
-    choice = data["choices"][0]
-    usage = data.get("usage") or {}
-    return ChatReply(
-        content=choice["message"].get("content") or "",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        attempts=attempts,
-    )
+def _transport_fault(exc: BaseException, endpoint: CallTarget) -> tuple[str, bool] | None:
+    """(the transport's words, fatal) for a refused connection or a host that does not
+    resolve, found anywhere in the exception's chain (the aiohttp transport reports both
+    as a connect timeout), else None."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return f"connection refused by {endpoint.base_url or 'the OpenAI API'} ({cause})", True
+        if isinstance(cause, socket.gaierror):
+            return f"could not resolve the host of {endpoint.base_url or 'the OpenAI API'} ({cause})", True
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 async def chat(
-    endpoint: Endpoint,
+    endpoint: CallTarget,
     messages: list[dict],
     *,
     limiter: RateLimiter,
     policy: RetryPolicy = DEFAULT_RETRY,
-) -> ChatReply:
-    """One chat completion, retried on transport faults; raises CallFailed when it gives up."""
+    watch: FailureWatch | None = None,
+    schema: dict | None = None,
+) -> Reply:
+    """One completion (Chat Completions or Responses, as the endpoint says), retried on
+    transport faults; raises CallFailed when it gives up, fatal when the run cannot work."""
     client = client_for(endpoint)
-    body = {
-        "model": endpoint.model,
-        "messages": messages,
-        "temperature": endpoint.temperature,
-        "max_tokens": endpoint.max_tokens,
-    }
+    path, body = request_body(
+        api_style=endpoint.api_style,
+        model=endpoint.model,
+        messages=messages,
+        max_tokens=endpoint.max_tokens,
+        temperature=endpoint.temperature,
+        reasoning=endpoint.reasoning,
+        reasoning_effort=endpoint.reasoning_effort,
+        schema=schema,
+    )
     estimate = sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + min(endpoint.max_tokens, 256)
     for attempt in range(1, policy.max_attempts + 1):
+        if watch is not None and watch.reason is not None:
+            raise CallFailed(watch.reason, attempts=attempt - 1, fatal=True)
         await limiter.acquire(endpoint, estimate)
         retry_after = None
+        fatal = counted = False
         try:
-            # client.post instead of chat.completions.create: the typed call's request
+            # client.post instead of the typed create(): the typed call's request
             # transform and response model cost about a third of a grade's CPU time, and
-            # we read three fields. The openai client still does URL, auth and errors.
-            raw = await client.post("/chat/completions", body=body, cast_to=bytes)
-            reply = _reply(raw, attempt)
+            # we read a few fields. The openai client still does URL, auth and errors.
+            raw = await client.post(path, body=body, cast_to=bytes)
+            reply = parse_reply(raw, api_style=endpoint.api_style, attempts=attempt)
         except openai.APIStatusError as exc:
             await limiter.settle(endpoint, -estimate)
-            error = f"HTTP {exc.status_code}: {_message(exc)}"
-            if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
-                raise CallFailed(error, attempts=attempt) from None
+            error = f"HTTP {exc.status_code} from {endpoint.name or endpoint.model}: {_message(exc)}"
+            fatal = exc.status_code in FATAL_STATUS or _code(exc) in FATAL_CODES
+            counted = exc.status_code != 429  # being asked to slow down is no fault of the endpoint
+            if fatal or (exc.status_code not in RETRY_STATUS and exc.status_code < 500):
+                if fatal and watch is not None:
+                    watch.trip(error)
+                raise CallFailed(error, attempts=attempt, fatal=fatal) from None
             retry_after = _retry_after(exc.response.headers)
-        except openai.APITimeoutError:
-            error = f"no answer within {endpoint.timeout:g} s"
-        except openai.APIConnectionError as exc:
-            error = f"connection failed: {exc.__cause__ or exc}"
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            error = "the endpoint's answer is not a chat completion"
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            fault = _transport_fault(exc, endpoint)
+            if fault is not None:
+                error, fatal = fault
+            elif isinstance(exc, openai.APITimeoutError):
+                error = f"no answer within {endpoint.timeout:g} s"
+            else:
+                error = f"connection failed: {exc.__cause__ or exc}"
+            counted = True
+        except ValueError:  # NotACompletion
+            error = "the endpoint's answer is not a completion"
+            counted = True
         else:
             await limiter.settle(endpoint, reply.prompt_tokens + reply.completion_tokens - estimate)
+            if watch is not None:
+                watch.succeeded()
             return reply
+        if fatal:
+            if watch is not None:
+                watch.trip(error)
+            raise CallFailed(error, attempts=attempt, fatal=True)
+        if watch is not None:
+            if counted:
+                watch.failed(error)
+            if watch.reason is not None:
+                raise CallFailed(watch.reason, attempts=attempt, fatal=True)
         if attempt == policy.max_attempts:
             raise CallFailed(f"{error} (gave up after {attempt} attempts)", attempts=attempt)
         delay = policy.backoff(attempt)
@@ -197,29 +277,42 @@ async def chat(
     raise AssertionError("unreachable")
 
 
-def _message(exc: openai.APIStatusError) -> str:
+def _error_body(exc: openai.APIStatusError) -> dict:
     body = exc.body
     if isinstance(body, dict):
         error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
+        if isinstance(error, dict):
+            return error
+    return {}
+
+
+def _code(exc: openai.APIStatusError) -> str:
+    return str(_error_body(exc).get("code") or "")
+
+
+def _message(exc: openai.APIStatusError) -> str:
+    error = _error_body(exc)
+    if error.get("message"):
+        return str(error["message"])[:300]
     return str(exc.message)[:300]
 
 
 async def ask_grader(
-    endpoint: Endpoint,
+    endpoint: CallTarget,
     prompt: str,
     *,
     limiter: RateLimiter,
     policy: RetryPolicy = DEFAULT_RETRY,
+    watch: FailureWatch | None = None,
 ) -> GradeOutcome:
     """Ask the grader about one rendered prompt; never raises for the grader's faults."""
     messages = [{"role": "user", "content": prompt}]
-    attempts = prompt_tokens = completion_tokens = 0
+    schema = GRADE_SCHEMA if endpoint.structured_output else None
+    attempts = prompt_tokens = completion_tokens = cached_tokens = reasoning_tokens = 0
     problem, raw = "", ""
     for _ in range(policy.format_attempts):
         try:
-            reply = await chat(endpoint, messages, limiter=limiter, policy=policy)
+            reply = await chat(endpoint, messages, limiter=limiter, policy=policy, watch=watch, schema=schema)
         except CallFailed as exc:
             return GradeOutcome(
                 met=None,
@@ -228,10 +321,15 @@ async def ask_grader(
                 attempts=attempts + exc.attempts,
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
+                cached_tokens=cached_tokens,
+                reasoning_tokens=reasoning_tokens,
+                fatal=exc.fatal,
             )
         attempts += reply.attempts
         prompt_tokens += reply.prompt_tokens
         completion_tokens += reply.completion_tokens
+        cached_tokens += reply.cached_tokens
+        reasoning_tokens += reply.reasoning_tokens
         raw = reply.content
         try:
             answer = parse_answer(reply.content)
@@ -245,6 +343,8 @@ async def ask_grader(
             attempts=attempts,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            cached_tokens=cached_tokens,
+            reasoning_tokens=reasoning_tokens,
         )
     return GradeOutcome(
         met=None,
@@ -253,4 +353,6 @@ async def ask_grader(
         attempts=attempts,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        cached_tokens=cached_tokens,
+        reasoning_tokens=reasoning_tokens,
     )

@@ -1,5 +1,6 @@
 """What a grading run will do before it starts: the request (RunSpec), the work it comes
-to (Plan: grades per response or per conversation), and what that costs (Estimate).
+to (Plan: grades per response or per conversation), and what that costs (Estimate), in
+calls, tokens and dollars from the endpoints' prices.
 
 The command and the launch page both build a RunSpec, show the Estimate, then launch.
 """
@@ -7,48 +8,26 @@ The command and the launch page both build a RunSpec, show the Estimate, then la
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from django.db.models import Count, Sum
 from django.db.models.functions import Length
 
 from annotation.models import Criterion, Subset
-from grading.models import Grade, Response, Run
-from grading.pipeline.client import CHARS_PER_TOKEN
+from grading.endpoint_rules import endpoint_problems
+from grading.models import Endpoint, Grade, Response, Run
+from grading.pipeline.cost import Prices, cost_of
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template, rendered_length
+from grading.pipeline.request_shape import CHARS_PER_TOKEN
 
 # Assumptions of the estimate, printed with it.
 ANSWER_TOKENS = 80  # a grader's JSON answer: a sentence or two and a boolean
 SAMPLED_RESPONSE_TOKENS = 400  # a policy model's reply, before we have it
 MAX_CONCURRENCY = 1000
-
-
-@dataclass(frozen=True)
-class EndpointSpec:
-    model: str
-    base_url: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.0
-    max_tokens: int = 2048
-    timeout: float = 60.0
-    requests_per_minute: int | None = None
-    tokens_per_minute: int | None = None
-
-    def problems(self, what: str) -> list[str]:
-        found = []
-        if not self.model.strip():
-            found.append(f"the {what} model is required")
-        if self.base_url and not self.base_url.startswith(("http://", "https://")):
-            found.append(f"the {what} base URL must start with http:// or https://")
-        if not 0 <= self.temperature <= 2:
-            found.append(f"the {what} temperature must be between 0 and 2")
-        if self.max_tokens < 1:
-            found.append(f"the {what} max tokens must be at least 1")
-        if self.timeout <= 0:
-            found.append(f"the {what} timeout must be positive")
-        for name, value in (("requests", self.requests_per_minute), ("tokens", self.tokens_per_minute)):
-            if value is not None and value < 1:
-                found.append(f"the {what} {name} per minute must be at least 1 (or unset for no limit)")
-        return found
+REASONING_TOKENS = 300  # a reasoning grader at low effort thinks before answering (varies widely)
+# Providers cache a prompt's prefix once it is this long (OpenAI: 1,024 tokens); the grader
+# prompts of one response share everything up to the criterion.
+CACHE_MIN_TOKENS = 1024
 
 
 @dataclass(frozen=True)
@@ -57,17 +36,23 @@ class RunSpec:
     `samples` responses per conversation of `subset` from `policy` and grade those."""
 
     name: str
-    grader: EndpointSpec
+    grader: Endpoint | None
     template: str = DEFAULT_TEMPLATE
     concurrency: int = 16
     use_cache: bool = True
     responses_from: Run | None = None
     subset: Subset | None = None
-    policy: EndpointSpec | None = None
+    policy: Endpoint | None = None
     samples: int = 1
     # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
     length_adjusted: bool = False
     healthbench_professional: bool = False
+
+
+def run_concurrency(spec: RunSpec) -> int:
+    """The run's bound of calls in flight: as asked, within its endpoints' limits."""
+    limits = [e.max_concurrency for e in (spec.grader, spec.policy) if e is not None and e.max_concurrency]
+    return min([spec.concurrency, *limits])
 
 
 class RunSpecError(ValueError):
@@ -83,7 +68,10 @@ def spec_check(spec: RunSpec) -> None:
         problems.append("the run needs a name")
     elif Run.objects.filter(name=spec.name).exists():
         problems.append(f"a run named {spec.name!r} already exists; choose another name")
-    problems += spec.grader.problems("grader")
+    if spec.grader is None:
+        problems.append("choose a grader endpoint (curators add them on the Endpoints page)")
+    else:
+        problems += [f"grader endpoint {spec.grader.name}: {p}" for p in _endpoint_problems(spec.grader)]
     try:
         check_template(spec.template)
     except TemplateError as exc:
@@ -95,15 +83,21 @@ def spec_check(spec: RunSpec) -> None:
         problems.append("grade either the responses of an existing run, or a policy model's samples on a subset")
     if sampled:
         if spec.policy is None:
-            problems.append("sampling needs a policy model")
+            problems.append("sampling needs a policy endpoint")
         else:
-            problems += spec.policy.problems("policy")
+            problems += [f"policy endpoint {spec.policy.name}: {p}" for p in _endpoint_problems(spec.policy)]
         if spec.subset is None:
             problems.append("sampling needs a subset")
         if spec.samples < 1:
             problems.append("samples must be at least 1")
     if problems:
         raise RunSpecError(problems)
+
+
+def _endpoint_problems(endpoint: Endpoint) -> list[str]:
+    # Not resolved here (a launch should not wait on DNS): the worker resolves and checks
+    # again before its first call, and fails the run at once on a host that breaks the rules.
+    return endpoint_problems(base_url=endpoint.base_url, key_variable=endpoint.key_variable, resolve=False)
 
 
 @dataclass
@@ -115,6 +109,9 @@ class Plan:
     units: list[tuple[int, int, int]] = field(default_factory=list)
     policy_calls: int = 0
     policy_prompt_chars: int = 0
+    # Prompt characters a provider's prompt cache is expected to serve: every criterion of a
+    # response after its first repeats the prefix (template head, conversation, response).
+    cacheable_chars: int = 0
 
     @property
     def grades(self) -> int:
@@ -142,6 +139,7 @@ def run_plan(spec: RunSpec) -> Plan:
         for response_id, n, item_chars in per_response:
             chars = n * (overhead + conversation_chars[response_id] + 8) + (item_chars or 0)
             plan.units.append((response_id, n, chars))
+            plan.cacheable_chars += _cacheable(n, overhead + conversation_chars[response_id])
         return plan
     assert spec.subset is not None and spec.policy is not None
     criteria = Criterion.objects.filter(conversation__memberships__subset=spec.subset)
@@ -159,9 +157,16 @@ def run_plan(spec: RunSpec) -> Plan:
         plan.units.append(
             (conversation_id, grades, grades * (overhead + chars + response_chars + 8) + item_chars * spec.samples)
         )
+        plan.cacheable_chars += spec.samples * _cacheable(n, overhead + chars + response_chars)
         plan.policy_calls += spec.samples
         plan.policy_prompt_chars += spec.samples * chars
     return plan
+
+
+def _cacheable(criteria: int, prefix_chars: int) -> int:
+    if prefix_chars < CACHE_MIN_TOKENS * CHARS_PER_TOKEN:
+        return 0
+    return (criteria - 1) * prefix_chars
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,21 @@ class Estimate:
     policy_prompt_tokens: int = 0
     policy_completion_tokens_max: int = 0
     use_cache: bool = True
+    cached_share: float = 0.0  # of the grader's prompt tokens, expected from the provider's prompt cache
+    reasoning_tokens: int = 0  # of the completion tokens, expected to be spent reasoning
+    grader_cost: Decimal | None = None  # dollars; None: the endpoint has no prices
+    policy_cost: Decimal | None = None
+    grader_endpoint: str = ""
+    policy_endpoint: str = ""
+    concurrency: int = 0
+    concurrency_asked: int = 0
+
+    @property
+    def cost(self) -> Decimal | None:
+        """Dollars for the whole run; None when any endpoint it calls has no prices."""
+        if self.grader_cost is None or (self.policy_calls and self.policy_cost is None):
+            return None
+        return self.grader_cost + (self.policy_cost or 0)
 
     @property
     def total_tokens(self) -> int:
@@ -193,20 +213,79 @@ class Estimate:
             f"{self.prompt_tokens:,} prompt tokens and {self.completion_tokens:,} completion tokens "
             f"(~{ANSWER_TOKENS} per answer; retries and re-asks come on top)."
         )
+        if self.reasoning_tokens:
+            out.append(
+                f"The grader is a reasoning model: about {REASONING_TOKENS} reasoning tokens per answer are "
+                "included in the completion tokens (an assumption; the effort setting moves it a lot)."
+            )
+        out.append(
+            f"Assumed: the provider's prompt cache serves {self.cached_share:.0%} of the grader's prompt tokens "
+            f"(each response's shared prompt prefix after its first criterion, when {CACHE_MIN_TOKENS:,}+ tokens)."
+        )
+        out.append(self.cost_line())
+        if self.concurrency and self.concurrency < self.concurrency_asked:
+            out.append(f"Concurrency capped at {self.concurrency} by the endpoint's limit.")
         if self.use_cache:
             out.append("Grades of identical earlier requests are reused, which can make it less.")
         return out
 
+    def cost_line(self) -> str:
+        missing = [
+            name
+            for name, cost, used in (
+                (self.grader_endpoint, self.grader_cost, True),
+                (self.policy_endpoint, self.policy_cost, bool(self.policy_calls)),
+            )
+            if used and cost is None
+        ]
+        if missing:
+            return (
+                f"Cost: unknown — no prices are configured for {', '.join(missing)} "
+                "(curators set them on the endpoint)."
+            )
+        if self.policy_calls:
+            return (
+                f"Cost: about ${self.cost:,.2f} at most (grading about ${self.grader_cost:,.2f}; sampling at most "
+                f"${self.policy_cost:,.2f}, if every reply used its whole token allowance), at the endpoints' prices "
+                "per million tokens."
+            )
+        return f"Cost: about ${self.cost:,.2f}, at the endpoint's prices per million tokens."
+
 
 def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
+    assert spec.grader is not None
     calls = plan.grades
+    prompt_chars = sum(u[2] for u in plan.units)
+    prompt_tokens = prompt_chars // CHARS_PER_TOKEN
+    cached_share = plan.cacheable_chars / prompt_chars if prompt_chars else 0.0
+    reasoning = calls * REASONING_TOKENS if spec.grader.reasoning else 0
+    completion_tokens = calls * ANSWER_TOKENS + reasoning
+    policy_prompt = plan.policy_prompt_chars // CHARS_PER_TOKEN
+    policy_completion = plan.policy_calls * (spec.policy.max_output_tokens if spec.policy else 0)
     return Estimate(
         grader_calls=calls,
-        prompt_tokens=sum(u[2] for u in plan.units) // CHARS_PER_TOKEN,
-        completion_tokens=calls * ANSWER_TOKENS,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
         responses=plan.policy_calls if plan.by_conversation else len(plan.units),
         policy_calls=plan.policy_calls,
-        policy_prompt_tokens=plan.policy_prompt_chars // CHARS_PER_TOKEN,
-        policy_completion_tokens_max=plan.policy_calls * (spec.policy.max_tokens if spec.policy else 0),
+        policy_prompt_tokens=policy_prompt,
+        policy_completion_tokens_max=policy_completion,
         use_cache=spec.use_cache,
+        cached_share=cached_share,
+        reasoning_tokens=reasoning,
+        grader_cost=cost_of(
+            Prices.of(spec.grader),
+            prompt_tokens=prompt_tokens,
+            cached_tokens=int(prompt_tokens * cached_share),
+            completion_tokens=completion_tokens,
+        ),
+        policy_cost=cost_of(
+            Prices.of(spec.policy), prompt_tokens=policy_prompt, cached_tokens=0, completion_tokens=policy_completion
+        )
+        if spec.policy
+        else None,
+        grader_endpoint=spec.grader.name,
+        policy_endpoint=spec.policy.name if spec.policy else "",
+        concurrency=run_concurrency(spec),
+        concurrency_asked=spec.concurrency,
     )

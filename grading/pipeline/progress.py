@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from grading.models import Grade, Response, Run
+from grading.models import Grade, Response, Run, SampleFailure
+from grading.pipeline.cost import Prices, cost_of
 
 RATE_WINDOW_SECONDS = 30
 
@@ -27,6 +29,36 @@ class Progress:
     failed_samples: int
     rate: float | None  # grades per second, recently (or over the whole run once it ended)
     active: bool
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    sample_cached_tokens: int = 0
+    sample_reasoning_tokens: int = 0
+    grader_cost: Decimal | None = None  # dollars from the stored usage; None: no prices
+    sample_cost: Decimal | None = None
+    sampled: bool = False
+
+    @property
+    def cost(self) -> Decimal | None:
+        if self.grader_cost is None or (self.sampled and self.sample_cost is None):
+            return None
+        return self.grader_cost + (self.sample_cost or 0)
+
+    @property
+    def cost_text(self) -> str:
+        cost = self.cost
+        return "unknown (no prices configured for the endpoint)" if cost is None else f"${cost:,.2f}"
+
+    @property
+    def warning(self) -> str:
+        """What a finished run with some failures must say beside its "done"."""
+        parts = []
+        if self.failed:
+            parts.append(f"{self.failed:,} of {self.total:,} grades failed")
+        if self.failed_samples:
+            parts.append(f"{self.failed_samples:,} samples could not be drawn")
+        if not parts:
+            return ""
+        return "; ".join(parts) + ": they are missing from the report (never counted as not met)."
 
     @property
     def done(self) -> int:
@@ -66,6 +98,8 @@ class Progress:
         if self.time_left:
             parts.append(f"{self.time_left} left")
         parts.append(f"{self.tokens:,} tokens")
+        if self.cost is not None:
+            parts.append(f"${self.cost:,.2f}")
         return " · ".join(parts)
 
 
@@ -89,14 +123,20 @@ def run_progress(*, run: Run) -> Progress:
         recent=Count("id", filter=Q(created__gte=since)),
         prompt_tokens=Sum("prompt_tokens"),
         completion_tokens=Sum("completion_tokens"),
+        cached_tokens=Sum("cached_tokens"),
+        reasoning_tokens=Sum("reasoning_tokens"),
     )
-    samples = {"n": 0, "prompt_tokens": None, "completion_tokens": None}
+    samples: dict = {"n": 0}
     failed_samples = 0
     if run.policy_config_id is not None:
         samples = Response.objects.filter(run=run).aggregate(
-            n=Count("id"), prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens")
+            n=Count("id"),
+            prompt_tokens=Sum("prompt_tokens"),
+            completion_tokens=Sum("completion_tokens"),
+            cached_tokens=Sum("cached_tokens"),
+            reasoning_tokens=Sum("reasoning_tokens"),
         )
-        failed_samples = run.batches.aggregate(n=Sum("failed_samples"))["n"] or 0
+        failed_samples = SampleFailure.objects.filter(run=run).count()
     active = run.is_active
     rate = None
     if active and run.started:
@@ -104,6 +144,10 @@ def run_progress(*, run: Run) -> Progress:
         rate = grades["recent"] / window if window > 0 else None
     elif run.started and run.finished and run.finished > run.started:
         rate = (grades["graded"] + grades["failed"]) / (run.finished - run.started).total_seconds()
+
+    def tokens(row: dict, name: str) -> int:
+        return row.get(name) or 0
+
     return Progress(
         total=run.total_items,
         graded=grades["graded"],
@@ -112,9 +156,28 @@ def run_progress(*, run: Run) -> Progress:
         prompt_tokens=grades["prompt_tokens"] or 0,
         completion_tokens=grades["completion_tokens"] or 0,
         samples=samples["n"],
-        sample_prompt_tokens=samples["prompt_tokens"] or 0,
-        sample_completion_tokens=samples["completion_tokens"] or 0,
+        sample_prompt_tokens=tokens(samples, "prompt_tokens"),
+        sample_completion_tokens=tokens(samples, "completion_tokens"),
         failed_samples=failed_samples,
         rate=rate,
         active=active,
+        cached_tokens=tokens(grades, "cached_tokens"),
+        reasoning_tokens=tokens(grades, "reasoning_tokens"),
+        sample_cached_tokens=tokens(samples, "cached_tokens"),
+        sample_reasoning_tokens=tokens(samples, "reasoning_tokens"),
+        grader_cost=cost_of(
+            Prices.of(run.grader_config),
+            prompt_tokens=tokens(grades, "prompt_tokens"),
+            cached_tokens=tokens(grades, "cached_tokens"),
+            completion_tokens=tokens(grades, "completion_tokens"),
+        ),
+        sample_cost=cost_of(
+            Prices.of(run.policy_config),
+            prompt_tokens=tokens(samples, "prompt_tokens"),
+            cached_tokens=tokens(samples, "cached_tokens"),
+            completion_tokens=tokens(samples, "completion_tokens"),
+        )
+        if run.policy_config_id is not None
+        else None,
+        sampled=run.policy_config_id is not None,
     )

@@ -25,7 +25,7 @@ from django.conf import settings
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from grading.pipeline.endpoint import Endpoint
+    from grading.pipeline.endpoint import CallTarget
 
 BURST_SECONDS = 6.0
 KEY_TTL_SECONDS = 600
@@ -61,12 +61,12 @@ return tostring(wait)
 
 
 class RateLimiter(Protocol):
-    async def acquire(self, endpoint: Endpoint, tokens: int) -> None: ...
+    async def acquire(self, endpoint: CallTarget, tokens: int) -> None: ...
 
-    async def settle(self, endpoint: Endpoint, delta: int) -> None: ...
+    async def settle(self, endpoint: CallTarget, delta: int) -> None: ...
 
 
-def _limited(endpoint: Endpoint) -> bool:
+def _limited(endpoint: CallTarget) -> bool:
     return bool(endpoint.requests_per_minute or endpoint.tokens_per_minute)
 
 
@@ -79,7 +79,7 @@ class LocalRateLimiter:
         self.lock = threading.Lock()
         self.buckets: dict[str, list[float]] = {}  # key -> [requests, tokens, last refill]
 
-    def take(self, endpoint: Endpoint, tokens: int) -> float:
+    def take(self, endpoint: CallTarget, tokens: int) -> float:
         """Take from the buckets and return 0, or return how long to wait."""
         rpm, tpm = endpoint.requests_per_minute or 0, endpoint.tokens_per_minute or 0
         cap_r, cap_t = max(1.0, rpm * self.burst_seconds / 60), max(1.0, tpm * self.burst_seconds / 60)
@@ -99,13 +99,13 @@ class LocalRateLimiter:
             self.buckets[endpoint.limit_key] = [r, t, now]
             return wait
 
-    async def acquire(self, endpoint: Endpoint, tokens: int) -> None:
+    async def acquire(self, endpoint: CallTarget, tokens: int) -> None:
         if not _limited(endpoint):
             return
         while (wait := self.take(endpoint, tokens)) > 0:
             await asyncio.sleep(wait * random.uniform(1.0, 1.1))
 
-    async def settle(self, endpoint: Endpoint, delta: int) -> None:
+    async def settle(self, endpoint: CallTarget, delta: int) -> None:
         if not endpoint.tokens_per_minute or not delta:
             return
         with self.lock:
@@ -121,7 +121,7 @@ class RedisRateLimiter:
         self.prefix = prefix
         self.script = redis.register_script(_ACQUIRE)
 
-    async def acquire(self, endpoint: Endpoint, tokens: int) -> None:
+    async def acquire(self, endpoint: CallTarget, tokens: int) -> None:
         if not _limited(endpoint):
             return
         args = [
@@ -135,7 +135,7 @@ class RedisRateLimiter:
             # The jitter spreads the waiters that the same refill would otherwise wake together.
             await asyncio.sleep(wait * random.uniform(1.0, 1.1))
 
-    async def settle(self, endpoint: Endpoint, delta: int) -> None:
+    async def settle(self, endpoint: CallTarget, delta: int) -> None:
         if endpoint.tokens_per_minute and delta:
             await self.redis.hincrbyfloat(self.prefix + endpoint.limit_key, "t", -delta)
 

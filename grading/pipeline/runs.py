@@ -14,7 +14,6 @@ import json
 import logging
 from datetime import timedelta
 from functools import partial
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -23,8 +22,8 @@ from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
 from annotation.services.subset_versions import subset_version_freeze
-from grading.models import Grade, GraderConfig, Run, RunBatch
-from grading.pipeline.estimate import EndpointSpec, Plan, RunSpec, RunSpecError, run_plan, spec_check
+from grading.models import Endpoint, Grade, GraderConfig, Run, RunBatch, SampleFailure
+from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
 from healthbench_web.celery import app as celery_app
 
@@ -73,25 +72,41 @@ def batches_queue(batch_ids: list[int], *, countdown: float | None = None) -> No
         transaction.on_commit(partial(grade_batch.apply_async, (batch_id,), countdown=countdown, queue=queue))
 
 
-def grader_config_for(spec: EndpointSpec, *, template: str) -> GraderConfig:
-    """The stored config with exactly these settings, created once. Its name carries a hash of
-    them, so two launches with the same grader share one config."""
-    fields = {
-        "base_url": spec.base_url,
-        "model": spec.model,
-        "api_key_env": spec.api_key_env,
-        "temperature": spec.temperature,
-        "max_tokens": spec.max_tokens,
-        "timeout_seconds": spec.timeout,
-        "requests_per_minute": spec.requests_per_minute,
-        "tokens_per_minute": spec.tokens_per_minute,
-        "prompt_template": template,
-        "prompt_hash": template_hash(template) if template else "",
-    }
-    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
-    host = urlsplit(spec.base_url).netloc or "openai"
-    name = f"{spec.model[:50]} @ {host[:30]} {digest}"
-    config, _ = GraderConfig.objects.get_or_create(name=name, defaults=fields)
+SNAPSHOT_FIELDS = {
+    # snapshot field: endpoint field
+    "base_url": "base_url",
+    "api_style": "api_style",
+    "model": "model",
+    "api_key_env": "key_variable",
+    "reasoning": "reasoning",
+    "reasoning_effort": "reasoning_effort",
+    "temperature": "temperature",
+    "max_tokens": "max_output_tokens",
+    "structured_output": "structured_output",
+    "timeout_seconds": "timeout_seconds",
+    "price_input": "price_input",
+    "price_cached_input": "price_cached_input",
+    "price_output": "price_output",
+    "requests_per_minute": "requests_per_minute",
+    "tokens_per_minute": "tokens_per_minute",
+}
+
+
+def endpoint_snapshot(*, endpoint: Endpoint, template: str) -> GraderConfig:
+    """The run's frozen copy of the endpoint's settings (and grader template), created once
+    per distinct copy: its name carries a hash of them, so two launches with the same
+    settings share one, and a later edit of the endpoint makes a new one."""
+    fields = {name: getattr(endpoint, source) for name, source in SNAPSHOT_FIELDS.items()}
+    if endpoint.reasoning:
+        fields["temperature"] = None
+    fields |= {"prompt_template": template, "prompt_hash": template_hash(template) if template else ""}
+    digest = hashlib.sha256(
+        json.dumps([endpoint.id, endpoint.name, fields], sort_keys=True, default=str).encode()
+    ).hexdigest()[:12]
+    name = f"{endpoint.name[:80]} {digest}"
+    config, _ = GraderConfig.objects.get_or_create(
+        name=name, defaults=fields | {"endpoint": endpoint, "endpoint_name": endpoint.name}
+    )
     return config
 
 
@@ -129,6 +144,7 @@ def _batch(run: Run, number: int, ids: list[int], items: int, by_conversation: b
 def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
     """Create the run and its batches and queue them; raises RunSpecError."""
     spec_check(spec)
+    assert spec.grader is not None  # spec_check refuses a spec without one
     plan = plan or run_plan(spec)
     if plan.grades == 0:
         raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
@@ -137,10 +153,10 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
             run = Run.objects.create(
                 name=spec.name,
                 status=Run.Status.RUNNING,
-                grader_config=grader_config_for(spec.grader, template=spec.template),
-                policy_config=grader_config_for(spec.policy, template="") if spec.policy else None,
+                grader_config=endpoint_snapshot(endpoint=spec.grader, template=spec.template),
+                policy_config=endpoint_snapshot(endpoint=spec.policy, template="") if spec.policy else None,
                 policy_model=spec.policy.model if spec.policy else "",
-                samples=spec.samples if spec.policy else spec.responses_from.samples,
+                samples=spec.samples if spec.policy or spec.responses_from is None else spec.responses_from.samples,
                 use_cache=spec.use_cache,
                 length_adjusted=spec.length_adjusted,
                 healthbench_professional=spec.healthbench_professional,
@@ -148,7 +164,7 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 subset=spec.subset,
                 # Every run names the exact members and rubrics it graded.
                 subset_version=subset_version_freeze(subset=spec.subset)[0] if spec.subset else None,
-                concurrency=spec.concurrency,
+                concurrency=run_concurrency(spec),
                 total_items=plan.grades,
                 started=timezone.now(),
             )
@@ -185,7 +201,8 @@ def run_cancel(*, run: Run) -> bool:
 
 
 def run_fail(*, run_id: int, error: str) -> None:
-    """End a run that cannot work at all (say, its API key is not set), with the reason."""
+    """End a run that cannot work at all (its API key is not set, its grader refuses
+    connections), with the reason; its other batches are cancelled, and their tasks stop."""
     now = timezone.now()
     with transaction.atomic():
         failed = Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
@@ -200,15 +217,19 @@ def run_fail(*, run_id: int, error: str) -> None:
 
 
 def run_finish_if_complete(*, run_id: int) -> bool:
-    """Flip a running run to done (or failed, when a batch was given up) once no batch is
-    open. Conditional, so of two tasks ending together exactly one flips it."""
+    """Flip a running run to done once no batch is open; or to failed when a batch was
+    given up, or when not one grade succeeded (every grade, or every sample, failed): a run
+    never ends "done" with nothing to show. Conditional, so of two tasks ending together
+    exactly one flips it."""
     batches = RunBatch.objects.filter(run=OuterRef("pk"))
+    graded = Grade.objects.filter(run=OuterRef("pk"), status=Grade.Status.GRADED)
     flipped = bool(
         Run.objects.filter(id=run_id, status=Run.Status.RUNNING)
         .filter(~Exists(batches.filter(status__in=OPEN)))
         .update(
             status=Case(
                 When(Exists(batches.filter(status=RunBatch.Status.FAILED)), then=Value(Run.Status.FAILED)),
+                When(~Exists(graded), then=Value(Run.Status.FAILED)),
                 default=Value(Run.Status.DONE),
             ),
             finished=timezone.now(),
@@ -216,9 +237,24 @@ def run_finish_if_complete(*, run_id: int) -> bool:
         )
     )
     if flipped:
+        Run.objects.filter(id=run_id, status=Run.Status.FAILED, error="").update(error=_failure_reason(run_id))
         _log_run_end(run_id)
         report_warm(run_id=run_id)
     return flipped
+
+
+def _failure_reason(run_id: int) -> str:
+    """Why a run that ended without a verdict failed: the commonest error of its grades,
+    samples or batches."""
+    for query, what in (
+        (RunBatch.objects.filter(run_id=run_id, status=RunBatch.Status.FAILED).exclude(error=""), "a batch"),
+        (SampleFailure.objects.filter(run_id=run_id), "every sample failed"),
+        (Grade.objects.filter(run_id=run_id, status=Grade.Status.FAILED), "every grade failed"),
+    ):
+        top = query.values("error").annotate(n=Count("id")).order_by("-n").first()
+        if top:
+            return f"{what}: {top['error']} ({top['n']:,}×)" if what != "a batch" else top["error"]
+    return "no grade succeeded"
 
 
 def _log_run_end(run_id: int) -> None:
@@ -230,12 +266,13 @@ def _log_run_end(run_id: int) -> None:
     seconds = (run.finished - run.started).total_seconds() if run.finished and run.started else None
     log.log(
         logging.INFO if run.status == Run.Status.DONE else logging.ERROR,
-        "run %r ended %s: %d graded, %d failed of %d",
+        "run %r ended %s: %d graded, %d failed of %d%s",
         run.name,
         run.status,
         counts["graded"],
         counts["failed"],
         run.total_items,
+        f" ({run.error})" if run.error else "",
         extra={"run": run.name, "status": run.status, "seconds": seconds},
     )
 
@@ -289,6 +326,7 @@ def run_resume(*, run: Run, retry_failed: bool = False) -> int:
     with transaction.atomic():
         if retry_failed:
             Grade.objects.filter(run=run, status=Grade.Status.FAILED).delete()
+            SampleFailure.objects.filter(run=run).delete()
         have = _grades_per_batch(run)
         live = Q(status=RunBatch.Status.RUNNING, lease_until__gte=now)
         again = [

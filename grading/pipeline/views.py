@@ -17,10 +17,10 @@ from django_htmx.middleware import HtmxDetails
 from annotation.access import require_role
 from annotation.models import Subset
 from grading.access import READERS, get_run_for_reader
-from grading.models import Run
+from grading.endpoint_rules import RAW_FIELDS_MESSAGE, raw_endpoint_fields
+from grading.models import Endpoint, Run
 from grading.pipeline.estimate import (
     MAX_CONCURRENCY,
-    EndpointSpec,
     RunSpec,
     RunSpecError,
     plan_estimate,
@@ -39,9 +39,10 @@ class HtmxHttpRequest(HttpRequest):
 
 
 class RunForm(forms.Form):
-    """The same choices as `manage.py grade`."""
+    """The same choices as `manage.py grade`. Endpoints are chosen by name: their URLs, keys
+    and request settings belong to curators."""
 
-    SOURCES = [("responses", "The responses of an existing run"), ("sample", "New samples from a policy model")]
+    SOURCES = [("responses", "The responses of an existing run"), ("sample", "New samples from a policy endpoint")]
 
     name = forms.CharField(max_length=200)
     source = forms.ChoiceField(choices=SOURCES, initial="responses", widget=forms.RadioSelect)
@@ -49,32 +50,15 @@ class RunForm(forms.Form):
         Run.objects.order_by("-created"), to_field_name="code", required=False, label="Responses of run"
     )
     subset = forms.ModelChoiceField(Subset.objects.order_by("name"), to_field_name="code", required=False)
-    policy_model = forms.CharField(max_length=200, required=False)
-    policy_base_url = forms.CharField(max_length=200, required=False, label="Policy base URL")
-    policy_api_key_env = forms.CharField(
-        max_length=100, required=False, initial="OPENAI_API_KEY", label="Policy API key variable"
+    policy = forms.ModelChoiceField(
+        Endpoint.objects.order_by("name"), to_field_name="name", required=False, label="Policy endpoint"
     )
     samples = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Samples per conversation")
-    policy_temperature = forms.FloatField(min_value=0, max_value=2, initial=1.0)
-    policy_max_tokens = forms.IntegerField(min_value=1, initial=2048)
 
-    grader_model = forms.CharField(max_length=200)
-    grader_base_url = forms.CharField(
-        max_length=200, required=False, label="Grader base URL", help_text="Empty for OpenAI"
-    )
-    grader_api_key_env = forms.CharField(
-        max_length=100, required=False, initial="OPENAI_API_KEY", label="Grader API key variable",
-        help_text="The name of the environment variable the workers read the key from; empty for none",
+    grader = forms.ModelChoiceField(
+        Endpoint.objects.order_by("name"), to_field_name="name", label="Grader endpoint",
+        help_text="Endpoints are set up by curators (model, URL, key, prices, limits).",
     )  # fmt: skip
-    grader_temperature = forms.FloatField(min_value=0, max_value=2, initial=0.0)
-    grader_max_tokens = forms.IntegerField(min_value=1, initial=2048)
-    grader_timeout = forms.FloatField(min_value=0.1, initial=60.0, label="Grader timeout (s)")
-    grader_rpm = forms.IntegerField(
-        min_value=1, required=False, label="Requests per minute", help_text="Empty for no limit"
-    )
-    grader_tpm = forms.IntegerField(
-        min_value=1, required=False, label="Tokens per minute", help_text="Empty for no limit"
-    )
     grader_template = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 6}), required=False,
         # Form help text is not escaped: the placeholders would read as HTML tags.
@@ -91,22 +75,13 @@ class RunForm(forms.Form):
     )
 
     GROUPS = [
-        ("What to grade", ["name", "source", "responses_from", "subset", "policy_model", "policy_base_url",
-                           "policy_api_key_env", "samples", "policy_temperature", "policy_max_tokens"]),
-        ("Grader", ["grader_model", "grader_base_url", "grader_api_key_env", "grader_temperature",
-                    "grader_max_tokens", "grader_timeout", "grader_rpm", "grader_tpm", "grader_template"]),
+        ("What to grade", ["name", "source", "responses_from", "subset", "policy", "samples"]),
+        ("Grader", ["grader", "grader_template"]),
         ("Run", ["concurrency", "use_cache", "length_adjusted", "healthbench_professional"]),
-    ]  # fmt: skip
+    ]
 
     # Fields that apply to one source only: the page hides the others while that source is chosen.
-    SOURCE_ONLY = {
-        "responses_from": "responses",
-        **dict.fromkeys(
-            ["subset", "policy_model", "policy_base_url", "policy_api_key_env", "samples", "policy_temperature",
-             "policy_max_tokens"],
-            "sample",
-        ),
-    }  # fmt: skip
+    SOURCE_ONLY = {"responses_from": "responses", **dict.fromkeys(["subset", "policy", "samples"], "sample")}
 
     def groups(self) -> list[tuple[str, list[tuple[forms.BoundField, str]]]]:
         """Per fieldset, each field with the source it belongs to ('' for all)."""
@@ -115,7 +90,16 @@ class RunForm(forms.Form):
         ]
 
     def clean(self) -> dict:
-        data = super().clean()
+        data = super().clean() or {}
+        if raw_endpoint_fields(self.data):
+            self.add_error(None, RAW_FIELDS_MESSAGE)
+        if data.get("source") == "sample":
+            for field, problem in (
+                ("policy", "sampling needs a policy endpoint"),
+                ("subset", "sampling needs a subset"),
+            ):
+                if not data.get(field) and field not in self.errors:
+                    self.add_error(None, problem)
         if self.errors:
             return data
         try:
@@ -130,16 +114,7 @@ class RunForm(forms.Form):
         sampled = data["source"] == "sample"
         return RunSpec(
             name=data["name"],
-            grader=EndpointSpec(
-                model=data["grader_model"],
-                base_url=data["grader_base_url"],
-                api_key_env=data["grader_api_key_env"],
-                temperature=data["grader_temperature"],
-                max_tokens=data["grader_max_tokens"],
-                timeout=data["grader_timeout"],
-                requests_per_minute=data["grader_rpm"],
-                tokens_per_minute=data["grader_tpm"],
-            ),
+            grader=data["grader"],
             template=data["grader_template"].replace("\r\n", "\n") or DEFAULT_TEMPLATE,
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
@@ -147,15 +122,7 @@ class RunForm(forms.Form):
             healthbench_professional=data["healthbench_professional"],
             responses_from=None if sampled else data["responses_from"],
             subset=data["subset"] if sampled else None,
-            policy=EndpointSpec(
-                model=data["policy_model"],
-                base_url=data["policy_base_url"],
-                api_key_env=data["policy_api_key_env"],
-                temperature=data["policy_temperature"],
-                max_tokens=data["policy_max_tokens"],
-            )
-            if sampled
-            else None,
+            policy=data["policy"] if sampled else None,
             samples=data["samples"],
         )
 
@@ -176,7 +143,11 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
     button under it. POST "launch": launch and go to the run page."""
     require_role(request, *READERS)
     form = RunForm(request.POST or None)
-    context = {"form": form, "estimate": None}
+    context: dict[str, object] = {"form": form, "estimate": None, "endpoints": Endpoint.objects.exists()}
+    if request.method == "POST" and raw_endpoint_fields(request.POST):
+        form.is_valid()  # shows the refusal, and whatever else is wrong, beside the form
+        template = "runs/run_new.html#run-form" if request.htmx else "runs/run_new.html"
+        return render(request, template, context, status=400)
     if request.method == "POST" and form.is_valid():
         spec = form.spec()
         try:

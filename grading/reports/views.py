@@ -15,6 +15,7 @@ from django_htmx.middleware import HtmxDetails
 from annotation.access import require_role
 from grading.access import READERS, get_run_for_reader, get_run_response_for_reader
 from grading.models import Grade, Response, Run
+from grading.pipeline.progress import run_progress
 from grading.reports import scoring
 from grading.reports.report import metric_rows, report_csv, run_report_cached, run_report_data_cached
 from grading.reports.results_file import dump_results
@@ -68,6 +69,9 @@ def report_detail(request: HtmxHttpRequest, code) -> HttpResponse:
         ],
         consensus=_consensus_rows(data),
         worst=_worst_at_k_chart(data["worst_at_k"]),
+        # The actual cost from the stored usage (not cached with the report: a run in
+        # progress keeps spending).
+        progress=run_progress(run=run) if run.grader_config_id else None,
     )
     return render(request, "reports/report_detail.html", context)
 

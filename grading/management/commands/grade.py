@@ -1,23 +1,25 @@
 """grade: launch a grading run, resume or cancel one, and optionally wait for it.
 
-    grade --name NAME --grader-model M [--grader-base-url URL] [--grader-api-key-env VAR]
-          [--concurrency N] (--responses-from RUN | --policy-model P --samples K --subset S)
+    grade --name NAME --grader ENDPOINT [--concurrency N]
+          (--responses-from RUN | --policy ENDPOINT --samples K --subset S)
           [--wait] [--no-cache] [--estimate-only]
     grade --resume NAME [--retry-failed] [--wait]
     grade --cancel NAME
 
 Workers do the work (celery -A healthbench_web worker); this command queues it, after
-printing an estimate of the calls and tokens.
+printing an estimate of the calls, tokens and cost. Graders and policy models are curated
+endpoints, named here; their URLs and key variables are not options of this command.
 """
 
-import os
+import argparse
 import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Subset
-from grading.models import Run
-from grading.pipeline.estimate import EndpointSpec, RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
+from grading.endpoint_rules import RAW_FIELDS_MESSAGE
+from grading.models import Endpoint, Run
+from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
 from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import run_cancel, run_launch, run_resume
@@ -26,30 +28,25 @@ POLL_SECONDS = 2.0
 STALL_HINT_SECONDS = 30.0
 
 
-def _limit(value: str) -> int | None:
-    return int(value) if value else None
+# Options of the command before endpoints: given, they stop it with what to do instead.
+RAW_OPTIONS = (
+    "grader_model", "grader_base_url", "grader_api_key_env", "grader_temperature", "grader_max_tokens",
+    "grader_timeout", "grader_rpm", "grader_tpm", "policy_model", "policy_base_url", "policy_api_key_env",
+    "policy_temperature", "policy_max_tokens", "policy_timeout",
+)  # fmt: skip
 
 
 class Command(BaseCommand):
     help = "Grade responses with an LLM grader on Celery workers; or resume or cancel a run."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        action = parser.add_mutually_exclusive_group(required=True)
+        action = parser.add_mutually_exclusive_group(required=False)
         action.add_argument("--name", help="name of the new run")
         action.add_argument("--resume", metavar="NAME", help="queue again what a run is missing")
         action.add_argument("--cancel", metavar="NAME", help="stop a run")
 
         grader = parser.add_argument_group("grader")
-        grader.add_argument("--grader-model")
-        grader.add_argument("--grader-base-url", default="", help="OpenAI-compatible endpoint; empty for OpenAI")
-        grader.add_argument(
-            "--grader-api-key-env", default="OPENAI_API_KEY", help='variable holding the key; "" for none'
-        )
-        grader.add_argument("--grader-temperature", type=float, default=0.0)
-        grader.add_argument("--grader-max-tokens", type=int, default=2048)
-        grader.add_argument("--grader-timeout", type=float, default=60.0, help="seconds per request")
-        grader.add_argument("--grader-rpm", type=_limit, default=None, help="requests per minute, all workers together")
-        grader.add_argument("--grader-tpm", type=_limit, default=None, help="tokens per minute, all workers together")
+        grader.add_argument("--grader", metavar="ENDPOINT", help="the grader endpoint, by name")
         grader.add_argument(
             "--grader-template", metavar="FILE", help="a template with <<conversation>> and <<rubric_item>>"
         )
@@ -58,14 +55,14 @@ class Command(BaseCommand):
         source.add_argument(
             "--responses-from", metavar="RUN", help="grade the responses of RUN on the criteria it graded"
         )
-        source.add_argument("--policy-model", help="sample responses from this model")
-        source.add_argument("--policy-base-url", default="")
-        source.add_argument("--policy-api-key-env", default="OPENAI_API_KEY")
-        source.add_argument("--policy-temperature", type=float, default=1.0)
-        source.add_argument("--policy-max-tokens", type=int, default=2048)
-        source.add_argument("--policy-timeout", type=float, default=120.0)
+        source.add_argument("--policy", metavar="ENDPOINT", help="sample responses from this endpoint")
         source.add_argument("--samples", type=int, default=1, help="responses per conversation")
         source.add_argument("--subset", help="the subset whose conversations are sampled")
+        parser.add_argument("--list-endpoints", action="store_true", help="list the endpoints and stop")
+
+        # Refused (see RAW_OPTIONS): kept so that an old script gets a clear message.
+        for option in RAW_OPTIONS:
+            parser.add_argument("--" + option.replace("_", "-"), dest=option, default=None, help=argparse.SUPPRESS)
 
         parser.add_argument("--concurrency", type=int, default=16, help="grader calls in flight, all workers together")
         parser.add_argument(
@@ -84,6 +81,18 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="print progress until the run ends")
 
     def handle(self, *args, **options) -> None:
+        raw = [option for option in RAW_OPTIONS if options.get(option) is not None]
+        if raw:
+            given = ", ".join("--" + option.replace("_", "-") for option in raw)
+            raise CommandError(f"{given}: {RAW_FIELDS_MESSAGE} ({self._endpoint_names()})")
+        if options["list_endpoints"]:
+            for endpoint in Endpoint.objects.order_by("name"):
+                style = "Responses" if endpoint.api_style == "responses" else "Chat"
+                kind = f"reasoning {endpoint.reasoning_effort or ''}".strip() if endpoint.reasoning else "sampling"
+                self.stdout.write(f"{endpoint.name}\t{endpoint.model}\t{style}\t{kind}")
+            return
+        if not (options["name"] or options["resume"] or options["cancel"]):
+            raise CommandError("one of --name, --resume, --cancel or --list-endpoints is required")
         if options["cancel"]:
             run = self._run(options["cancel"])
             if not run_cancel(run=run):
@@ -100,9 +109,10 @@ class Command(BaseCommand):
                 f"Resumed {run.name}: {queued} batch(es) queued." if queued else f"{run.name} is complete."
             )
         else:
-            run = self._launch(options)
-            if run is None:
+            launched = self._launch(options)
+            if launched is None:
                 return
+            run = launched
         if options["wait"]:
             self._wait(run)
 
@@ -124,38 +134,31 @@ class Command(BaseCommand):
                 subset = Subset.objects.get(name=options["subset"])
             except Subset.DoesNotExist:
                 raise CommandError(f"no subset named {options['subset']!r}") from None
-        policy = None
-        if options["policy_model"]:
-            policy = EndpointSpec(
-                model=options["policy_model"],
-                base_url=options["policy_base_url"],
-                api_key_env=options["policy_api_key_env"],
-                temperature=options["policy_temperature"],
-                max_tokens=options["policy_max_tokens"],
-                timeout=options["policy_timeout"],
-            )
+        if not options["grader"]:
+            raise CommandError(f"--grader ENDPOINT is required ({self._endpoint_names()})")
         return RunSpec(
             name=options["name"],
-            grader=EndpointSpec(
-                model=options["grader_model"] or "",
-                base_url=options["grader_base_url"],
-                api_key_env=options["grader_api_key_env"],
-                temperature=options["grader_temperature"],
-                max_tokens=options["grader_max_tokens"],
-                timeout=options["grader_timeout"],
-                requests_per_minute=options["grader_rpm"],
-                tokens_per_minute=options["grader_tpm"],
-            ),
+            grader=self._endpoint(options["grader"]),
             template=template,
             concurrency=options["concurrency"],
             use_cache=not options["no_cache"],
             responses_from=responses_from,
             subset=subset,
-            policy=policy,
+            policy=self._endpoint(options["policy"]) if options["policy"] else None,
             samples=options["samples"],
             length_adjusted=options["length_adjusted"],
             healthbench_professional=options["professional"],
         )
+
+    def _endpoint_names(self) -> str:
+        names = list(Endpoint.objects.order_by("name").values_list("name", flat=True)[:20])
+        return "endpoints: " + ", ".join(names) if names else "no endpoints yet: a curator adds them"
+
+    def _endpoint(self, name: str) -> Endpoint:
+        try:
+            return Endpoint.objects.get(name=name)
+        except Endpoint.DoesNotExist:
+            raise CommandError(f"no endpoint named {name!r} ({self._endpoint_names()})") from None
 
     def _launch(self, options) -> Run | None:
         spec = self._spec(options)
@@ -167,9 +170,6 @@ class Command(BaseCommand):
         self.stdout.write(f"Estimate for {spec.name}:")
         for line in plan_estimate(spec, plan).lines():
             self.stdout.write(f"  {line}")
-        for endpoint in filter(None, (spec.grader, spec.policy)):
-            if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
-                self.stderr.write(f"warning: {endpoint.api_key_env} is not set here; the workers need it")
         if options["estimate_only"]:
             return None
         try:
@@ -195,4 +195,6 @@ class Command(BaseCommand):
             time.sleep(POLL_SECONDS)
         if run.status != Run.Status.DONE:
             raise CommandError(f"run {run.name} ended {run.status}{': ' + run.error if run.error else ''}")
+        if progress.warning:
+            self.stderr.write(f"warning: {progress.warning}")
         self.stdout.write(f"Done: {run.name}")

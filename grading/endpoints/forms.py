@@ -1,0 +1,70 @@
+"""The endpoint form of the curator page and the admin: the operator's rules, checked on save."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+from grading.endpoint_rules import base_url_problem, key_variable_problem
+from grading.models import Endpoint
+
+
+class EndpointForm(forms.ModelForm):
+    base_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        max_length=200,
+        label="Base URL",
+        help_text="Empty for OpenAI (https://api.openai.com/v1). Link-local and metadata addresses are refused; "
+        "loopback and private networks only where the operator allows them.",
+    )
+
+    class Meta:
+        model = Endpoint
+        fields = [
+            "name", "base_url", "api_style", "model", "key_variable", "reasoning", "reasoning_effort",
+            "temperature", "max_output_tokens", "structured_output", "timeout_seconds", "price_input",
+            "price_cached_input", "price_output", "requests_per_minute", "tokens_per_minute",
+            "max_concurrency", "notes",
+        ]  # fmt: skip
+        widgets = {"notes": forms.Textarea(attrs={"rows": 2})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        allowed = list(settings.ENDPOINT_KEY_VARIABLES)
+        current = self.initial.get("key_variable") or (self.instance.key_variable if self.instance.pk else "")
+        choices = [("", "(none: a server that needs no key)")] + [(name, name) for name in allowed]
+        if current and current not in allowed:
+            # An endpoint from before the allowlist: shown, so the curator sees what to replace.
+            choices.append((current, f"{current} (not on ENDPOINT_KEY_VARIABLES: choose another)"))
+        self.fields["key_variable"] = forms.ChoiceField(
+            choices=choices,
+            required=False,
+            label="API key variable",
+            help_text="The environment variable the workers read the key from, from the operator's allowlist "
+            "(ENDPOINT_KEY_VARIABLES). The key itself is never stored here.",
+        )
+
+    def clean_key_variable(self) -> str:
+        name = self.cleaned_data.get("key_variable") or ""
+        problem = key_variable_problem(name)
+        if problem:
+            raise forms.ValidationError(problem)
+        return name
+
+    def clean_base_url(self) -> str:
+        url = (self.cleaned_data.get("base_url") or "").rstrip("/")
+        # The workers check again, resolving, before every batch.
+        problem = base_url_problem(url, resolve=True, unresolved_ok=True)
+        if problem:
+            raise forms.ValidationError(problem)
+        return url
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        if data.get("reasoning"):
+            # Reasoning models reject temperature: never stored, so never sent.
+            data["temperature"] = None
+        elif data.get("reasoning_effort"):
+            self.add_error("reasoning_effort", "Only reasoning models take a reasoning effort.")
+        return data

@@ -1,0 +1,69 @@
+"""The Endpoints page: curators add and edit endpoints (from a preset in one click);
+researchers read the list, so they know what each name means and what it costs."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from annotation.access import require_curator, require_role
+from grading.access import READERS
+from grading.endpoints.forms import EndpointForm
+from grading.endpoints.presets import PRESETS
+from grading.endpoints.selectors import endpoints_listed, endpoints_with_key_problems
+from grading.endpoints.services import endpoint_save
+from grading.models import Endpoint
+
+
+def _get_endpoint_for_curator(request: HttpRequest, code) -> Endpoint:
+    require_curator(request)
+    try:
+        return Endpoint.objects.get(code=code)
+    except (Endpoint.DoesNotExist, ValueError, ValidationError):
+        raise Http404("No such endpoint") from None
+
+
+@require_GET
+@login_required
+def endpoint_list(request: HttpRequest) -> HttpResponse:
+    role = require_role(request, *READERS)
+    context = {
+        "endpoints": endpoints_listed(),
+        "can_edit": role == "curator",
+        "presets": PRESETS.values(),
+        "key_problems": endpoints_with_key_problems() if role == "curator" else [],
+    }
+    return render(request, "endpoints/endpoint_list.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def endpoint_new(request: HttpRequest) -> HttpResponse:
+    require_curator(request)
+    preset = PRESETS.get(request.GET.get("preset", ""))
+    if request.GET.get("preset") and preset is None:
+        messages.error(request, f"There is no preset {request.GET['preset']!r}; start from an empty form.")
+    form = EndpointForm(request.POST or None, initial=preset.initial if preset else None)
+    if request.method == "POST" and form.is_valid():
+        endpoint = endpoint_save(form=form)
+        messages.success(request, f"Saved endpoint {endpoint.name}. Researchers can now choose it for runs.")
+        return redirect("endpoint_list")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "endpoints/endpoint_form.html", {"form": form, "preset": preset}, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def endpoint_edit(request: HttpRequest, code) -> HttpResponse:
+    endpoint = _get_endpoint_for_curator(request, code)
+    form = EndpointForm(request.POST or None, instance=endpoint)
+    if request.method == "POST" and form.is_valid():
+        endpoint_save(form=form)
+        messages.success(request, f"Saved {endpoint.name}. Runs already made keep the settings they ran with.")
+        return redirect("endpoint_list")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "endpoints/endpoint_form.html", {"form": form, "endpoint": endpoint}, status=status)

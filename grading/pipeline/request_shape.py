@@ -1,0 +1,129 @@
+"""The request each kind of endpoint accepts, and its reply read back: plain functions of
+plain values (no Django, no network).
+
+* Chat Completions, ordinary model: ``temperature`` (when set) and ``max_tokens``.
+* Chat Completions, reasoning model (o-series, GPT-5): ``max_completion_tokens`` and
+  ``reasoning_effort``; never ``temperature`` or ``max_tokens``, which they reject with a 400.
+* Responses API: ``input`` and ``max_output_tokens``; ``reasoning: {effort}`` for reasoning
+  models, ``temperature`` for the others; ``store: false`` so that the provider keeps no
+  copy of health conversations.
+* Structured output: the grader's answer as a strict JSON schema, ``response_format`` on
+  Chat Completions and ``text.format`` on Responses.
+
+Usage comes back with the tokens the provider's prompt cache served and the tokens spent
+reasoning, under each API's own names.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+CHARS_PER_TOKEN = 4  # for estimates and the token bucket, before the endpoint counts them
+CHAT = "chat"
+RESPONSES = "responses"
+
+# The grader's answer, {"explanation": str, "criteria_met": bool}, as a strict schema.
+GRADE_SCHEMA_NAME = "rubric_grade"
+GRADE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"explanation": {"type": "string"}, "criteria_met": {"type": "boolean"}},
+    "required": ["explanation", "criteria_met"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+    attempts: int
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+class NotACompletion(ValueError):
+    """A 200 whose body is not a completion of the API asked."""
+
+
+def request_body(
+    *,
+    api_style: str,
+    model: str,
+    messages: list[dict],
+    max_tokens: int,
+    temperature: float | None,
+    reasoning: bool,
+    reasoning_effort: str,
+    schema: dict | None = None,
+) -> tuple[str, dict]:
+    """(path under the base URL, JSON body) for one call."""
+    if api_style == RESPONSES:
+        body: dict[str, Any] = {"model": model, "input": messages, "max_output_tokens": max_tokens, "store": False}
+        if reasoning:
+            if reasoning_effort:
+                body["reasoning"] = {"effort": reasoning_effort}
+        elif temperature is not None:
+            body["temperature"] = temperature
+        if schema is not None:
+            body["text"] = {
+                "format": {"type": "json_schema", "name": GRADE_SCHEMA_NAME, "schema": schema, "strict": True}
+            }
+        return "/responses", body
+    body = {"model": model, "messages": messages}
+    if reasoning:
+        body["max_completion_tokens"] = max_tokens
+        if reasoning_effort:
+            body["reasoning_effort"] = reasoning_effort
+    else:
+        body["max_tokens"] = max_tokens
+        if temperature is not None:
+            body["temperature"] = temperature
+    if schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": GRADE_SCHEMA_NAME, "schema": schema, "strict": True},
+        }
+    return "/chat/completions", body
+
+
+def _int(value: Any) -> int:
+    return int(value or 0)
+
+
+def parse_reply(raw: bytes, *, api_style: str, attempts: int) -> Reply:
+    """The text and usage of a reply; raises NotACompletion for anything else."""
+    try:
+        data = json.loads(raw)
+        usage = data.get("usage") or {}
+        if api_style == RESPONSES:
+            texts = [
+                part["text"]
+                for item in data["output"]
+                if item.get("type") == "message"
+                for part in item.get("content") or []
+                if part.get("type") == "output_text"
+            ]
+            if not texts and data.get("status") not in ("completed", "incomplete"):
+                raise NotACompletion("the answer holds no output text")
+            return Reply(
+                content="".join(texts),
+                prompt_tokens=_int(usage.get("input_tokens")),
+                completion_tokens=_int(usage.get("output_tokens")),
+                cached_tokens=_int((usage.get("input_tokens_details") or {}).get("cached_tokens")),
+                reasoning_tokens=_int((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
+                attempts=attempts,
+            )
+        message = data["choices"][0]["message"]
+        return Reply(
+            content=message.get("content") or "",
+            prompt_tokens=_int(usage.get("prompt_tokens")),
+            completion_tokens=_int(usage.get("completion_tokens")),
+            cached_tokens=_int((usage.get("prompt_tokens_details") or {}).get("cached_tokens")),
+            reasoning_tokens=_int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens")),
+            attempts=attempts,
+        )
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise NotACompletion(str(exc)) from None
