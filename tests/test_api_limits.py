@@ -9,8 +9,10 @@ from rest_framework.test import APIClient
 
 from annotation.models import Physician
 from grading.api_serializers import MetaEvalReportSerializer, RunReportSerializer
+from grading.models import Endpoint
 from grading.pipeline import client as llm
 from healthbench_web.celery import app
+from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 from tests.healthbench_rows import consensus_row, row, write
 from tests.people import person
@@ -37,8 +39,9 @@ def _client(username: str, role: str = Physician.Role.RESEARCHER) -> APIClient:
 
 
 def _launch(server, source, name: str, **extra) -> dict:
-    return {"name": name, "grader_model": "grader", "grader_base_url": server.url, "grader_api_key_env": "",
-            "responses_from": source.name, **extra}  # fmt: skip
+    if not Endpoint.objects.filter(name="test-grader").exists():
+        endpoint_on(server)
+    return {"name": name, "grader": "test-grader", "responses_from": source.name, **extra}
 
 
 # --- throttling -------------------------------------------------------------------------------

@@ -13,10 +13,11 @@ import pytest
 from django.conf import settings
 
 from grading.models import RunBatch
-from grading.pipeline.estimate import EndpointSpec, RunSpec
+from grading.pipeline.estimate import RunSpec
 from grading.pipeline.runs import run_launch
 from healthbench_web.celery import app
 from tests.conftest import REPO
+from tests.endpoints import endpoint_on
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of
 
 pytest_plugins = ["tests.llm_server"]
@@ -54,8 +55,8 @@ def test_a_regrade_goes_to_the_grading_queue_and_a_sampled_run_to_the_sampling_q
     llm_server, django_capture_on_commit_callbacks
 ):
     _queued(settings.CELERY_GRADING_QUEUE), _queued(settings.CELERY_SAMPLING_QUEUE)  # leftovers of other tests
-    grader = EndpointSpec(model="grader", base_url=llm_server.url, api_key_env="", timeout=2.0)
-    policy = EndpointSpec(model="policy", base_url=llm_server.url, api_key_env="")
+    grader = endpoint_on(llm_server)
+    policy = endpoint_on(llm_server, "test-policy", model="policy")
     source = imported_run(conversations=2, samples=1)
     subset = subset_of("mine", [conversation_with_rubric(10 + i, n_criteria=2) for i in range(2)])
     with django_capture_on_commit_callbacks(execute=True):

@@ -12,11 +12,12 @@ import pytest
 from grading.models import Run
 from grading.pipeline import client as llm
 from grading.pipeline.batches import batch_run
-from grading.pipeline.estimate import EndpointSpec, RunSpec
+from grading.pipeline.estimate import RunSpec
 from grading.pipeline.failure_log import failure_class
 from grading.pipeline.runs import run_launch
 from healthbench_web.log_format import JsonFormatter, TextFormatter
 from tests.conftest import REPO
+from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 
 pytest_plugins = ["tests.llm_server"]
@@ -83,7 +84,7 @@ def test_a_run_logs_its_launch_batches_end_and_each_failure_class_once(llm_serve
     # Criterion 0 always answers 500, criterion 1 never answers in JSON: two failure classes,
     # each met by every response of the run.
     source = imported_run(conversations=3, samples=2, n_criteria=3, faults={0: "500:99", 1: "malformed:99"})
-    grader = EndpointSpec(model="grader", base_url=llm_server.url, api_key_env="", timeout=2.0)
+    grader = endpoint_on(llm_server)
     caplog.set_level(logging.INFO)
     run = run_launch(spec=RunSpec(name="nightly", grader=grader, concurrency=2, responses_from=source))
     for batch_id in run.batches.values_list("id", flat=True):
