@@ -159,7 +159,8 @@ def run_pipeline(server, source, args, mode: str) -> dict:
     from grading.pipeline.runs import run_launch
 
     log = Path(tempfile.mkstemp(suffix=".log")[1])
-    env = {**os.environ, "LOG_LEVEL": "WARNING"}
+    # INFO: the worker takes its level from LOG_LEVEL, and its "ready." line is logged at INFO.
+    env = {**os.environ, "LOG_LEVEL": "INFO"}
     command = [sys.executable, "-m", "celery", "-A", "healthbench_web", "worker", "--loglevel", "INFO",
                "--concurrency", str(args.worker_processes), "--without-gossip", "--without-mingle",
                "--hostname", "bench@%h"]  # fmt: skip
