@@ -161,7 +161,8 @@ def test_the_references_own_aggregation_of_the_file_gives_the_same_means(tmp_pat
     for name in set(sys.modules) - before:
         del sys.modules[name]
     if loaded is None or module is None:
-        pytest.skip(f"simple-evals could not be loaded from {reference_dir}")
+        # Asked for by name: a reference that does not load is a failure, not a reason to skip.
+        pytest.fail(f"SIMPLE_EVALS_DIR={reference_dir} is set but simple-evals could not be loaded from it")
     aggregate, SingleEvalResult = loaded
 
     def reference_score(items: list[dict]) -> float | None:
