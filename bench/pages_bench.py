@@ -11,7 +11,6 @@ Usage: .venv/bin/python bench/pages_bench.py [--conversations 5000] [--physician
 """
 
 import argparse
-import http.client
 import json
 import os
 import signal
@@ -19,13 +18,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._db import DEFAULT_ADMIN_URL  # noqa: E402
+from bench._server import wait_for_healthz  # noqa: E402
 from bench.pages_client import PAGES  # noqa: E402
 from bench.pages_data import SECRET_KEY, build  # noqa: E402
 
@@ -79,20 +78,6 @@ def _postgres_backends() -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def _wait_for(port: int, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/healthz/", headers={"Host": "127.0.0.1"})
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("gunicorn did not answer /healthz/")
-
-
 def _data(args) -> dict:
     """Build the database (or, with --reuse, take the previous one) and set Django up on it."""
     os.environ["SECRET_KEY"] = SECRET_KEY
@@ -126,7 +111,7 @@ def _serve_and_load(args, data: dict) -> tuple[dict, float, int]:
             [sys.executable, "-m", "gunicorn", "healthbench_web.wsgi", *options.split()], cwd=REPO, env=env
         )
         try:
-            _wait_for(args.port)
+            wait_for_healthz(args.port)
             config = Path(tmp) / "clients.json"
             settings = {"port": args.port, "rounds": args.rounds, "seconds": args.seconds, "clients": args.clients}
             config.write_text(json.dumps({**settings, **data}))

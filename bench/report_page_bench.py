@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._db import DEFAULT_ADMIN_URL  # noqa: E402
+from bench._server import wait_for_healthz  # noqa: E402
 
 TARGET_WARM_P95_MS = 300
 PRIMING = 6  # requests per download before the measured ones
@@ -88,17 +89,7 @@ class Server:
         self.process = subprocess.Popen(command, cwd=code_dir, env=env, start_new_session=True,
                                         stderr=subprocess.DEVNULL)  # fmt: skip
         self.port = port
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/healthz/")
-                if conn.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise SystemExit("gunicorn did not answer /healthz/")
+        wait_for_healthz(port, timeout=5)
 
     def stop(self) -> None:
         os.killpg(self.process.pid, signal.SIGTERM)

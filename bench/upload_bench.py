@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._db import fresh_postgres  # noqa: E402
+from bench._server import wait_for_healthz  # noqa: E402
 
 SECRET_KEY = "bench-upload-not-secret-" + "x" * 40
 CHUNK = 1024 * 1024
@@ -131,20 +132,6 @@ def _worker(master: int) -> int:
     return int(children[0])
 
 
-def _wait_for(port: int) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/healthz/", headers={"Host": "127.0.0.1"})
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("gunicorn did not answer /healthz/")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 200], help="file sizes in MB")
@@ -180,7 +167,7 @@ def main() -> None:
         server = subprocess.Popen([sys.executable, "-m", "gunicorn", "healthbench_web.wsgi", *options.split()],
                                   cwd=REPO, env=env)  # fmt: skip
         try:
-            _wait_for(args.port)
+            wait_for_healthz(args.port)
             session = Session(args.port)
             session.log_in("bench-curator", "bench-password")
             worker = _worker(server.pid)
