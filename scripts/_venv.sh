@@ -16,6 +16,14 @@ _find_python() {
     return 1
 }
 
+# scripts/run and scripts/test may start at the same moment in a fresh checkout: one of them
+# sets up .venv while the other waits, instead of two pip runs writing into it at once. The
+# lock is held on file descriptor 9 until the end of the set-up below.
+exec 9>.venv.lock
+if command -v flock >/dev/null 2>&1; then
+    flock 9
+fi
+
 if [ ! -x .venv/bin/python ]; then
     python=$(_find_python) || {
         echo "error: HealthBench Studio needs Python 3.11 or newer (set PYTHON=/path/to/python3.11)" >&2
@@ -50,3 +58,5 @@ if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_wanted" ]; then
     echo "$_wanted" >"$_stamp"
 fi
 unset _stamp _wanted _check
+# Set-up done: let a waiting script go on (it finds the stamp and installs nothing).
+exec 9>&-
