@@ -19,17 +19,21 @@ from annotation.models.dataset import (
     SubsetMember,
     SubsetVersion,
 )
-from annotation.models.workspace import Assignment, CriterionEdit
+from annotation.models.workspace import Assignment, CantJudge, CriterionEdit, Draft, Guideline, GuidelineRead
 
 __all__ = [
     "THEMES",
     "Assignment",
     "Axis",
+    "CantJudge",
     "ConsensusCriterion",
     "ConsensusVote",
     "Conversation",
     "Criterion",
     "CriterionEdit",
+    "Draft",
+    "Guideline",
+    "GuidelineRead",
     "IdealResponse",
     "Physician",
     "PhysicianLabel",

@@ -134,3 +134,113 @@ class Assignment(models.Model):
     @property
     def is_open(self) -> bool:
         return self.status == self.Status.OPEN
+
+
+class Draft(models.Model):
+    """Text a physician is writing and has not yet submitted, kept on the server as they type.
+
+    One per physician and field: `key` names the field ("ideal:<conversation code>",
+    "criterion:<conversation code>:new", "label-comment:<task code>"), so a draft comes back on
+    any device and after a new login. Submitting the text deletes its draft.
+    """
+
+    physician = models.ForeignKey(Physician, on_delete=models.CASCADE, related_name="drafts")
+    key = models.CharField(max_length=120)
+    text = models.TextField(blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["physician", "key"], name="one_draft_per_physician_field"),
+        ]
+
+    def __str__(self) -> str:
+        return f"draft {self.key} of {self.physician}"
+
+
+class CantJudge(models.Model):
+    """A physician's "I can't judge this" on a labeling or voting item, with the reason.
+
+    Stored beside labels and votes but never one of them: it stays out of the agreement
+    metrics and the consensus count, and is listed for the curator beside the item.
+    """
+
+    class Reason(models.TextChoices):
+        EXPERTISE = "expertise", "Outside my expertise"
+        CUT_OFF = "cut_off", "The response is cut off or empty"
+        UNCLEAR = "unclear", "The criterion is unclear"
+        OTHER = "other", "Other"
+
+    physician = models.ForeignKey(Physician, on_delete=models.CASCADE, related_name="cant_judge")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="cant_judge")
+    # A labeling item names (response, criterion); a voting item names its consensus criterion.
+    response = models.ForeignKey(
+        "grading.Response", null=True, blank=True, on_delete=models.CASCADE, related_name="cant_judge"
+    )
+    criterion = models.ForeignKey(Criterion, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    consensus_criterion = models.ForeignKey(
+        "annotation.ConsensusCriterion", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    reason = models.CharField(max_length=16, choices=Reason.choices)
+    note = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["physician", "response", "criterion"],
+                condition=Q(consensus_criterion__isnull=True),
+                name="one_cant_judge_per_label_item",
+            ),
+            models.UniqueConstraint(
+                fields=["physician", "conversation", "consensus_criterion"],
+                condition=Q(consensus_criterion__isnull=False),
+                name="one_cant_judge_per_vote_item",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(response__isnull=False, criterion__isnull=False, consensus_criterion__isnull=True)
+                    | Q(response__isnull=True, criterion__isnull=True, consensus_criterion__isnull=False)
+                ),
+                name="cant_judge_names_one_item",
+            ),
+        ]
+        indexes = [
+            # The curator's list beside a conversation's items (conversation page, consensus tally).
+            models.Index(fields=["conversation"], name="cant_judge_by_conversation"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.physician} can't judge ({self.reason}) on {self.conversation}"
+
+    @property
+    def is_vote(self) -> bool:
+        return self.consensus_criterion_id is not None
+
+
+class Guideline(models.Model):
+    """What a physician should know before a kind of task, written by curators in Markdown."""
+
+    kind = models.CharField(max_length=16, choices=Assignment.Kind.choices, unique=True)
+    text = models.TextField(blank=True)
+    updated_by = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"guidelines for {self.get_kind_display()}"
+
+
+class GuidelineRead(models.Model):
+    """A physician has seen the guidelines of a kind of task: they are no longer opened for them."""
+
+    physician = models.ForeignKey(Physician, on_delete=models.CASCADE, related_name="guidelines_read")
+    kind = models.CharField(max_length=16, choices=Assignment.Kind.choices)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["physician", "kind"], name="one_guideline_read_per_physician_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.physician} read the {self.kind} guidelines"
