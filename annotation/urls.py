@@ -4,9 +4,11 @@ from annotation.views import conversations as views
 from annotation.views import curation as views_curation
 from annotation.views import curator as views_curator
 from annotation.views import drafts as views_drafts
+from annotation.views import guidelines as views_guidelines
 from annotation.views import ideal as views_ideal
 from annotation.views import labels as views_labels
 from annotation.views import rubric as views_rubric
+from annotation.views import text_drafts as views_text_drafts
 from annotation.views import votes as views_votes
 
 urlpatterns = [
@@ -36,6 +38,10 @@ urlpatterns = [
     path("conversations/<uuid:code>/ideal/", views_ideal.ideal_editor, name="ideal_editor"),
     path("conversations/<uuid:code>/votes/", views_votes.votes, name="votes"),
     path("conversations/<uuid:code>/votes/<uuid:consensus_code>/", views_votes.vote, name="vote"),
+    path("drafts/", views_text_drafts.draft_save_view, name="draft_save"),
+    path("guidelines/", views_guidelines.guidelines, name="guidelines"),
+    path("guidelines/<slug:kind>/edit/", views_guidelines.guideline_edit, name="guideline_edit"),
+    path("guidelines/<slug:kind>/read/", views_guidelines.guideline_read, name="guideline_read"),
     path("labels/", views_labels.label_next, name="label_next"),
     path("labels/<uuid:code>/", views_labels.label_item, name="label_item"),
     # Curators write here; researchers may read.

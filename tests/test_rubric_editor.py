@@ -174,7 +174,8 @@ def test_deleting_keeps_the_text_in_the_audit(world, owner):
 def test_submitting_marks_the_task_done_and_locks_the_rubric(world, owner):
     _add(owner, world)
     response = owner.post(reverse("rubric_submit", args=[world.a.code]))
-    assert response.status_code == 302 and response.url == reverse("home")
+    # On to the next open task: no other rubric is open, so the ideal response of the same conversation.
+    assert response.status_code == 302 and response.url == reverse("ideal_editor", args=[world.a.code])
     world.rubric_task.refresh_from_db()
     assert world.rubric_task.status == Assignment.Status.DONE and world.rubric_task.completed is not None
     assert _add(owner, world).status_code == 403

@@ -3,7 +3,7 @@
 from django import forms
 
 from annotation.formats.healthbench import RowInvalid, parse_messages
-from annotation.models import THEMES, Assignment, Axis, IdealResponse, Physician
+from annotation.models import THEMES, Assignment, Axis, CantJudge, IdealResponse, Physician
 from annotation.selectors.curation import MAX_CONVERSATIONS, ConversationStatus
 
 YES_NO = [("yes", "Yes"), ("no", "No")]
@@ -51,13 +51,40 @@ class IdealResponseForm(forms.Form):
     )
 
 
-class VoteForm(forms.Form):
-    applies = forms.ChoiceField(choices=YES_NO, error_messages={"required": "Say whether it applies."})
+CANT = "cant"
 
 
-class LabelForm(forms.Form):
-    met = forms.ChoiceField(choices=YES_NO, error_messages={"required": "Choose met or not met."})
+class CantJudgeFields(forms.Form):
+    """The reason (and an optional note) that comes with "can't judge"."""
+
+    reason = forms.ChoiceField(choices=CantJudge.Reason.choices, required=False)
+    note = forms.CharField(required=False, max_length=2000)
+    answer_field = ""
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        if data.get(self.answer_field) == CANT and not data.get("reason"):
+            self.add_error("reason", "Say why you can't judge it: choose a reason.")
+        return data
+
+    @property
+    def cant_judge(self) -> bool:
+        return self.cleaned_data.get(self.answer_field) == CANT
+
+
+class VoteForm(CantJudgeFields):
+    applies = forms.ChoiceField(
+        choices=[*YES_NO, (CANT, "Can't judge")], error_messages={"required": "Say whether it applies."}
+    )
+    answer_field = "applies"
+
+
+class LabelForm(CantJudgeFields):
+    met = forms.ChoiceField(
+        choices=[*YES_NO, (CANT, "Can't judge")], error_messages={"required": "Choose met or not met."}
+    )
     comment = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    answer_field = "met"
 
 
 class StatusForm(forms.Form):

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Count, Q
 
-from annotation.models import ConsensusCriterion, ConsensusVote, Conversation, Criterion, Physician
+from annotation.models import CantJudge, ConsensusCriterion, ConsensusVote, Conversation, Criterion, Physician
 
 
 @dataclass(frozen=True)
@@ -14,6 +14,16 @@ class BallotRow:
 
     consensus_criterion: ConsensusCriterion
     applies: bool | None
+    # The physician's "can't judge" reason on it, if that was their answer.
+    cant_judge: str = ""
+
+    @property
+    def answered(self) -> bool:
+        return self.applies is not None or bool(self.cant_judge)
+
+    @property
+    def cant_judge_label(self) -> str:
+        return CantJudge.Reason(self.cant_judge).label if self.cant_judge else ""
 
 
 def ballot(*, physician: Physician, conversation: Conversation) -> list[BallotRow]:
@@ -27,7 +37,12 @@ def ballot(*, physician: Physician, conversation: Conversation) -> list[BallotRo
             "consensus_criterion_id", "applies"
         )
     )
-    return [BallotRow(entry, mine.get(entry.id)) for entry in entries]
+    unsure = dict(
+        CantJudge.objects.filter(
+            physician=physician, conversation=conversation, consensus_criterion__isnull=False
+        ).values_list("consensus_criterion_id", "reason")
+    )
+    return [BallotRow(entry, mine.get(entry.id), unsure.get(entry.id, "")) for entry in entries]
 
 
 @dataclass(frozen=True)
@@ -38,6 +53,8 @@ class Tally:
     # Votes of physicians on trial or removed: shown, never counted.
     uncounted: int
     attached: Criterion | None
+    # "Can't judge" answers on this item, with their reasons: never counted as votes.
+    cant_judge: tuple[CantJudge, ...] = ()
 
     @property
     def needed(self) -> int:
@@ -45,7 +62,7 @@ class Tally:
 
 
 def tallies(conversation: Conversation) -> list[Tally]:
-    """For curators: every fitting or attached catalogue entry with its vote counts (3 queries)."""
+    """For curators: every fitting or attached catalogue entry with its vote counts (4 queries)."""
     active = Q(votes__physician__status=Physician.Status.ACTIVE, votes__conversation=conversation)
     entries = (
         ConsensusCriterion.objects.filter(Q(theme=conversation.theme) | Q(attachments__conversation=conversation))
@@ -66,6 +83,11 @@ def tallies(conversation: Conversation) -> list[Tally]:
         c.consensus_criterion_id: c
         for c in Criterion.objects.filter(conversation=conversation, consensus_criterion__isnull=False)
     }
+    unsure: dict[int, list[CantJudge]] = {}
+    for answer in CantJudge.objects.filter(conversation=conversation, consensus_criterion__isnull=False).select_related(
+        "physician__user"
+    ):
+        unsure.setdefault(answer.consensus_criterion_id, []).append(answer)
     return [
         Tally(
             consensus_criterion=entry,
@@ -73,6 +95,16 @@ def tallies(conversation: Conversation) -> list[Tally]:
             does_not_apply=counts.get(entry.id, {}).get("does_not_apply", 0),
             uncounted=counts.get(entry.id, {}).get("uncounted", 0),
             attached=attached.get(entry.id),
+            cant_judge=tuple(unsure.get(entry.id, ())),
         )
         for entry in entries
     ]
+
+
+def cant_judge_answers(conversation: Conversation) -> list[CantJudge]:
+    """For curators: every "can't judge" on the conversation's labeling and voting items."""
+    return list(
+        CantJudge.objects.filter(conversation=conversation)
+        .select_related("physician__user", "criterion", "consensus_criterion", "response")
+        .order_by("consensus_criterion_id", "criterion_id", "response_id", "id")
+    )

@@ -172,3 +172,43 @@ def next_label_code(physician: Physician) -> str | None:
         .first()
     )
     return str(code) if code else None
+
+
+@dataclass(frozen=True)
+class NextTask:
+    url: str
+    kind: str
+    label: str
+    prompt_id: str
+    # True when it is of another kind than the task just finished.
+    other_kind: bool
+
+
+def next_task(physician: Physician, *, kind: str, after: Assignment | None = None) -> NextTask | None:
+    """The physician's next open task: of the same kind first, then of any kind (1 query).
+
+    `after` is the task just done or left, never offered again here.
+    """
+    tasks = Assignment.objects.filter(physician=physician, status=Assignment.Status.OPEN)
+    if after is not None:
+        tasks = tasks.exclude(id=after.id)
+    found = (
+        tasks.order_by(Case(When(kind=kind, then=0), default=1), "id")
+        .values_list("kind", "code", "conversation__code", "conversation__prompt_id")
+        .first()
+    )
+    if found is None:
+        return None
+    found_kind, code, conversation_code, prompt_id = found
+    url = reverse(TASK_PAGES[found_kind], args=[code if found_kind == Assignment.Kind.LABEL else conversation_code])
+    return NextTask(url, found_kind, Assignment.Kind(found_kind).label, prompt_id, found_kind != kind)
+
+
+def open_vote_conversations(physician_ids) -> dict[int, set[int]]:
+    """Per conversation, the physicians who still have an open vote task on it."""
+    found: dict[int, set[int]] = {}
+    for cid, pid in Assignment.objects.filter(
+        physician_id__in=list(physician_ids), kind=Assignment.Kind.CONSENSUS_VOTE, status=Assignment.Status.OPEN
+    ).values_list("conversation_id", "physician_id"):
+        found.setdefault(cid, set()).add(pid)
+    return found

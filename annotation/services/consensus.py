@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import transaction
 
-from annotation.models import Assignment, ConsensusCriterion, ConsensusVote, Conversation, Criterion, Physician
+from annotation.models import Assignment, CantJudge, ConsensusCriterion, ConsensusVote, Conversation, Criterion, Physician
 from annotation.services.assignments import assignment_complete
 from annotation.services.locking import conversation_lock
 from annotation.services.rubric import next_position
@@ -62,18 +62,30 @@ def vote_cast(
             consensus_criterion=consensus_criterion,
             defaults={"applies": applies},
         )
+        # A vote replaces a "can't judge" given to the same item before.
+        CantJudge.objects.filter(
+            physician=physician, conversation=conversation, consensus_criterion=consensus_criterion
+        ).delete()
         consensus_sync(conversation_id=conversation.id, consensus_criterion=consensus_criterion)
-        fitting = ConsensusCriterion.objects.filter(theme=conversation.theme).count()
-        voted = ConsensusVote.objects.filter(
-            physician=physician, conversation=conversation, consensus_criterion__theme=conversation.theme
-        ).count()
-        if voted >= fitting:
-            task = Assignment.objects.filter(
-                physician=physician, conversation=conversation, kind=Assignment.Kind.CONSENSUS_VOTE
-            ).first()
-            if task is not None:
-                assignment_complete(assignment=task)
+        ballot_complete(physician=physician, conversation=conversation)
     return vote
+
+
+def ballot_complete(*, physician: Physician, conversation: Conversation) -> None:
+    """Mark the vote task done once every fitting entry has a vote or a "can't judge"."""
+    fitting = ConsensusCriterion.objects.filter(theme=conversation.theme).count()
+    answered = ConsensusVote.objects.filter(
+        physician=physician, conversation=conversation, consensus_criterion__theme=conversation.theme
+    ).count()
+    answered += CantJudge.objects.filter(
+        physician=physician, conversation=conversation, consensus_criterion__theme=conversation.theme
+    ).count()
+    if answered >= fitting:
+        task = Assignment.objects.filter(
+            physician=physician, conversation=conversation, kind=Assignment.Kind.CONSENSUS_VOTE
+        ).first()
+        if task is not None:
+            assignment_complete(assignment=task)
 
 
 def consensus_recount(*, physician: Physician) -> int:

@@ -2,7 +2,7 @@
 
 from django.db import IntegrityError, transaction
 
-from annotation.models import Assignment, PhysicianLabel
+from annotation.models import Assignment, CantJudge, PhysicianLabel
 from annotation.services.assignments import assignment_complete
 
 
@@ -22,4 +22,6 @@ def label_record(*, task: Assignment, met: bool, comment: str = "") -> None:
             except IntegrityError:
                 # The same physician's other tab labeled it first: theirs is replaced by this one.
                 PhysicianLabel.objects.filter(**item).update(**values)
+        # A label replaces a "can't judge" given to the same item before.
+        CantJudge.objects.filter(**item, consensus_criterion=None).delete()
         assignment_complete(assignment=task)

@@ -9,8 +9,12 @@ from django.views.decorators.http import require_http_methods
 
 from annotation.access import HtmxRequest, get_task
 from annotation.forms.workspace import IdealResponseForm
-from annotation.models import Assignment, IdealResponse
+from annotation.models import Assignment, Draft, IdealResponse
+from annotation.selectors.tasks import next_task
+from annotation.services.guidelines import guideline_for_task
 from annotation.services.ideal import ideal_response_save
+from annotation.services.text_drafts import draft_discard, ideal_key
+from annotation.views.next_task import redirect_to_next_task
 
 
 @never_cache
@@ -19,25 +23,37 @@ from annotation.services.ideal import ideal_response_save
 def ideal_editor(request: HtmxRequest, code) -> HttpResponse:
     task = get_task(request, code, Assignment.Kind.IDEAL_RESPONSE)
     with_reference = task.condition == IdealResponse.Condition.WITH_REFERENCE
+    key = ideal_key(task.conversation.code)
+    restored = None
     if request.method == "POST":
         form = IdealResponseForm(request.POST)
         if form.is_valid():
             ideal_response_save(task=task, text=form.cleaned_data["text"])
+            draft_discard(physician=task.physician, key=key)
+            if request.POST.get("action") == "next":
+                return redirect_to_next_task(request, task, "Ideal response saved.")
             messages.success(request, "Ideal response saved. You can keep improving it here.")
             return redirect("ideal_editor", code=task.conversation.code)
     else:
-        saved = (
-            IdealResponse.objects.filter(conversation=task.conversation, author=task.physician, from_dataset=False)
-            .values_list("text", flat=True)
-            .first()
-        )
-        form = IdealResponseForm(initial={"text": saved or ""})
+        saved = IdealResponse.objects.filter(
+            conversation=task.conversation, author=task.physician, from_dataset=False
+        ).first()
+        # A draft newer than the saved text is what the physician was last writing.
+        restored = Draft.objects.filter(physician=task.physician, key=key).first()
+        if restored is not None and saved is not None and restored.updated <= saved.created:
+            restored = None
+        text = restored.text if restored is not None else (saved.text if saved else "")
+        form = IdealResponseForm(initial={"text": text})
     context = {
         "task": task,
         "conversation": task.conversation,
         "form": form,
         "with_reference": with_reference,
+        "draft_key": key,
+        "restored": restored,
+        "next_task": next_task(task.physician, kind=task.kind, after=task),
         # Only what the task names, never the dataset's own ideal response or other physicians'.
         "references": list(task.reference_responses.order_by("id").only("id", "text")) if with_reference else [],
+        **guideline_for_task(physician=task.physician, kind=task.kind),
     }
     return render(request, "annotation/ideal_editor.html", context)

@@ -10,10 +10,13 @@ from django_htmx.http import push_url
 
 from annotation.access import HtmxRequest, get_label_task, label_conflict, require_working_physician
 from annotation.forms.workspace import LabelForm
-from annotation.models import Assignment, PhysicianLabel
-from annotation.selectors.tasks import following_label_code, label_position, next_label_code
+from annotation.models import Assignment, CantJudge, PhysicianLabel
+from annotation.selectors.tasks import following_label_code, label_position, next_label_code, next_task
 from annotation.services.assignments import LABEL_CONFLICT_NOTE, label_task_withdraw
+from annotation.services.cant_judge import cant_judge_label
+from annotation.services.guidelines import guideline_for_task
 from annotation.services.labels import label_record
+from annotation.services.text_drafts import draft_discard, draft_text, label_comment_key
 from annotation.views.rendering import render_page, wants_fragment
 
 TEMPLATE = "annotation/label.html"
@@ -22,21 +25,27 @@ TEMPLATE = "annotation/label.html"
 def _context(task: Assignment, form: LabelForm | None = None) -> dict:
     # The physician's own earlier answer, if any; never anyone else's label or the grader's decision.
     # Labeling marks the task done in the same transaction, so an open task has no label to read.
-    own = None
+    own = unsure = None
     if task.is_done and task.response_id is not None and task.criterion_id is not None:
-        own = (
-            PhysicianLabel.objects.filter(
-                physician_id=task.physician_id, response_id=task.response_id, criterion_id=task.criterion_id
-            )
-            .values("met", "comment")
-            .first()
-        )
+        item = {"physician_id": task.physician_id, "response_id": task.response_id, "criterion_id": task.criterion_id}
+        own = PhysicianLabel.objects.filter(**item).values("met", "comment").first()
+        if own is None:
+            unsure = CantJudge.objects.filter(**item, consensus_criterion=None).values("reason", "note").first()
+    key = label_comment_key(task.code)
+    # The comment the physician was writing (kept as a draft through Skip and Previous), else their saved one.
+    comment = draft_text(physician=task.physician, key=key)
+    if comment is None:
+        comment = (own or {}).get("comment") or (unsure or {}).get("note") or ""
     return {
         "task": task,
         "conversation": task.conversation,
         "position": label_position(task),
         "form": form,
         "own": own,
+        "unsure": unsure,
+        "comment": comment,
+        "draft_key": key,
+        "reasons": CantJudge.Reason.choices,
     }
 
 
@@ -51,7 +60,7 @@ def label_next(request: HtmxRequest) -> HttpResponse:
     code = next_label_code(physician)
     if code:
         return redirect("label_item", code=code)
-    return render(request, TEMPLATE, {"task": None})
+    return render(request, TEMPLATE, {"task": None, "next_task": next_task(physician, kind=Assignment.Kind.LABEL)})
 
 
 @never_cache
@@ -64,10 +73,20 @@ def label_item(request: HtmxRequest, code) -> HttpResponse:
     if request.method == "POST":
         form = LabelForm(request.POST)
         if form.is_valid():
-            label_record(task=task, met=form.cleaned_data["met"] == "yes", comment=form.cleaned_data["comment"])
+            if form.cant_judge:
+                note = form.cleaned_data["note"] or form.cleaned_data["comment"]
+                cant_judge_label(task=task, reason=form.cleaned_data["reason"], note=note)
+            else:
+                label_record(task=task, met=form.cleaned_data["met"] == "yes", comment=form.cleaned_data["comment"])
+            draft_discard(physician=task.physician, key=label_comment_key(task.code))
             return _after_label(request, task)
         return _render(request, task, form)
-    return _render(request, task, None)
+    return render_page(
+        request,
+        TEMPLATE,
+        {**_context(task, None), **guideline_for_task(physician=task.physician, kind=task.kind)},
+        fragment="label-item",
+    )
 
 
 def _withdrawn(request: HtmxRequest, task: Assignment) -> HttpResponse:
@@ -75,7 +94,12 @@ def _withdrawn(request: HtmxRequest, task: Assignment) -> HttpResponse:
     if task.is_open:
         # Made impossible after it was given out (e.g. a task created by hand in the admin).
         label_task_withdraw(task=task, note=LABEL_CONFLICT_NOTE)
-    context = {"task": None, "withdrawn": task, "next_code": next_label_code(task.physician)}
+    context = {
+        "task": None,
+        "withdrawn": task,
+        "next_code": next_label_code(task.physician),
+        "next_task": next_task(task.physician, kind=Assignment.Kind.LABEL, after=task),
+    }
     # A refusal on a whole page; a fragment swapped in after the previous item stays a 200 so htmx shows it.
     status = 200 if wants_fragment(request) else 403
     return render_page(request, TEMPLATE, context, fragment="label-item", status=status)
@@ -95,5 +119,6 @@ def _after_label(request: HtmxRequest, task: Assignment) -> HttpResponse:
         task = get_label_task(request, following)
         response = _withdrawn(request, task) if label_conflict(task) else _render(request, task, None)
     else:
-        response = render(request, f"{TEMPLATE}#label-item", {"task": None})
+        context = {"task": None, "next_task": next_task(task.physician, kind=Assignment.Kind.LABEL, after=task)}
+        response = render(request, f"{TEMPLATE}#label-item", context)
     return push_url(response, url)

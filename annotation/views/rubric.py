@@ -13,10 +13,20 @@ from annotation.access import HtmxRequest, get_criterion_for_author_rw, get_rubr
 from annotation.forms.workspace import CriterionForm
 from annotation.models import Assignment, Criterion
 from annotation.selectors.rubric import annotate_criterion, rubric_view
+from annotation.selectors.tasks import next_task
+from annotation.services.guidelines import guideline_for_task
 from annotation.services.rubric import criterion_create, criterion_delete, criterion_update, rubric_submit
+from annotation.services.text_drafts import criterion_key, draft_discard, draft_text
+from annotation.views.next_task import redirect_to_next_task
 from annotation.views.rendering import wants_fragment
 
 TEMPLATE = "annotation/rubric_editor.html"
+
+
+def _new_form(task: Assignment) -> CriterionForm:
+    """An empty add form, or the criterion text the physician was writing when they left."""
+    text = draft_text(physician=task.physician, key=criterion_key(task.conversation.code))
+    return CriterionForm(initial={"text": text}) if text else CriterionForm()
 
 
 def _context(task: Assignment, **extra) -> dict:
@@ -24,14 +34,20 @@ def _context(task: Assignment, **extra) -> dict:
         "task": task,
         "conversation": task.conversation,
         "rubric": rubric_view(conversation=task.conversation, physician=task.physician),
-        "form": CriterionForm(),
+        "form": _new_form(task),
+        "draft_key": criterion_key(task.conversation.code),
         **extra,
     }
 
 
 def _fragment(request: HtmxRequest, task: Assignment, name: str, **extra) -> HttpResponse:
     """A fragment plus, out of band, the summary (running total and warnings)."""
-    return render(request, f"{TEMPLATE}#{name}", _context(task, oob=True, **extra))
+    context = _context(task, oob=True, **extra)
+    shown = extra.get("criterion")
+    if shown is not None:
+        # The rubric's copy carries the criterion's number in the list.
+        context["criterion"] = next((c for c in context["rubric"].criteria if c.id == shown.id), shown)
+    return render(request, f"{TEMPLATE}#{name}", context)
 
 
 def _editor_url(task: Assignment, criterion_id: int | None = None) -> str:
@@ -44,7 +60,10 @@ def _editor_url(task: Assignment, criterion_id: int | None = None) -> str:
 @require_GET
 def rubric_editor(request: HtmxRequest, code) -> HttpResponse:
     task = get_task(request, code, Assignment.Kind.RUBRIC)
-    return render(request, TEMPLATE, _context(task))
+    context = _context(task, **guideline_for_task(physician=task.physician, kind=task.kind))
+    if task.is_done:
+        context["next_task"] = next_task(task.physician, kind=task.kind, after=task)
+    return render(request, TEMPLATE, context)
 
 
 @login_required
@@ -52,13 +71,17 @@ def rubric_editor(request: HtmxRequest, code) -> HttpResponse:
 def criterion_add(request: HtmxRequest, code) -> HttpResponse:
     task = get_rubric_task_rw(request, code)
     form = CriterionForm(request.POST)
+    draft_key = criterion_key(task.conversation.code)
     if not form.is_valid():
         if wants_fragment(request):
-            return render(request, f"{TEMPLATE}#add-form", {"task": task, "form": form})
+            return render(request, f"{TEMPLATE}#add-form", {"task": task, "form": form, "draft_key": draft_key})
         return render(request, TEMPLATE, _context(task, form=form))
     criterion = criterion_create(physician=task.physician, conversation=task.conversation, **form.cleaned_data)
+    draft_discard(physician=task.physician, key=draft_key)
     if wants_fragment(request):
-        return _fragment(request, task, "added", criterion=annotate_criterion(criterion, task.physician))
+        return _fragment(
+            request, task, "added", criterion=annotate_criterion(criterion, task.physician), form=CriterionForm()
+        )
     messages.success(request, "Criterion added.")
     return redirect(_editor_url(task, criterion.id))
 
@@ -76,14 +99,18 @@ def criterion_edit(request: HtmxRequest, code, criterion_id: int) -> HttpRespons
         form = CriterionForm(request.POST)
         if form.is_valid():
             criterion_update(physician=task.physician, criterion=criterion, **form.cleaned_data)
+            draft_discard(physician=task.physician, key=criterion_key(task.conversation.code, criterion.id))
             if wants_fragment(request):
                 return _fragment(request, task, "updated", criterion=annotate_criterion(criterion, task.physician))
             messages.success(request, "Criterion saved.")
             return redirect(_editor_url(task, criterion.id))
     else:
-        form = CriterionForm(initial=_initial(criterion))
+        initial = _initial(criterion)
+        text = draft_text(physician=task.physician, key=criterion_key(task.conversation.code, criterion.id))
+        form = CriterionForm(initial={**initial, "text": text} if text else initial)
     if wants_fragment(request):
-        return render(request, f"{TEMPLATE}#criterion-form", {"task": task, "criterion": criterion, "edit_form": form})
+        context = {"task": task, "criterion": criterion, "edit_form": form}
+        return render(request, f"{TEMPLATE}#criterion-form", context)
     return render(request, TEMPLATE, _context(task, editing=criterion.id, edit_form=form))
 
 
@@ -114,11 +141,17 @@ def criterion_remove(request: HtmxRequest, code, criterion_id: int) -> HttpRespo
 @login_required
 @require_POST
 def rubric_submit_view(request: HtmxRequest, code) -> HttpResponse:
+    """Submit, once the physician has seen what still looks wrong: submitting is final."""
     task = get_rubric_task_rw(request, code)
+    rubric = rubric_view(conversation=task.conversation, physician=task.physician)
+    warned = [c for c in rubric.criteria if c.sign_warning]
+    if warned and request.POST.get("confirm") != "sign":
+        context = _context(task, rubric=rubric, confirm_submit=warned)
+        return render(request, TEMPLATE, context, status=409)
     try:
         rubric_submit(task=task)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
         return redirect(_editor_url(task))
-    messages.success(request, f"Rubric for {task.conversation.prompt_id[:8]}… submitted. Thank you.")
-    return redirect("home")
+    done = f"Rubric for {task.conversation.prompt_id[:8]}… submitted. Thank you."
+    return redirect_to_next_task(request, task, done)

@@ -9,16 +9,27 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import HtmxRequest, get_consensus_criterion_for_task, get_task
 from annotation.forms.workspace import VoteForm
-from annotation.models import Assignment
+from annotation.models import Assignment, CantJudge
 from annotation.selectors.consensus import ballot
+from annotation.selectors.tasks import next_task
+from annotation.services.cant_judge import cant_judge_vote
 from annotation.services.consensus import vote_cast
+from annotation.services.guidelines import guideline_for_task
 from annotation.views.rendering import wants_fragment
 
 TEMPLATE = "annotation/votes.html"
 
 
-def _progress(rows) -> dict:
-    return {"voted": sum(1 for r in rows if r.applies is not None), "total": len(rows)}
+def _context(task: Assignment, rows) -> dict:
+    return {
+        "task": task,
+        "conversation": task.conversation,
+        "rows": rows,
+        "voted": sum(1 for r in rows if r.answered),
+        "total": len(rows),
+        "reasons": CantJudge.Reason.choices,
+        "next_task": next_task(task.physician, kind=task.kind, after=task),
+    }
 
 
 @never_cache
@@ -27,7 +38,11 @@ def _progress(rows) -> dict:
 def votes(request: HtmxRequest, code) -> HttpResponse:
     task = get_task(request, code, Assignment.Kind.CONSENSUS_VOTE)
     rows = ballot(physician=task.physician, conversation=task.conversation)
-    return render(request, TEMPLATE, {"task": task, "conversation": task.conversation, "rows": rows, **_progress(rows)})
+    context = _context(task, rows)
+    context.update(guideline_for_task(physician=task.physician, kind=task.kind))
+    # Focus starts on the first criterion still to answer, so the keys work at once.
+    context["first_open"] = next((r.consensus_criterion.id for r in rows if not r.answered), None)
+    return render(request, TEMPLATE, context)
 
 
 @login_required
@@ -38,17 +53,30 @@ def vote(request: HtmxRequest, code, consensus_code) -> HttpResponse:
     form = VoteForm(request.POST)
     url = reverse("votes", args=[task.conversation.code])
     if not form.is_valid():
-        # Only a forged or broken request gets here: the page offers two buttons.
-        return HttpResponse("Say whether it applies: yes or no.", status=400)
-    vote_cast(
-        physician=task.physician,
-        conversation=task.conversation,
-        consensus_criterion=entry,
-        applies=form.cleaned_data["applies"] == "yes",
-    )
+        if wants_fragment(request):
+            rows = ballot(physician=task.physician, conversation=task.conversation)
+            row = next(r for r in rows if r.consensus_criterion.id == entry.id)
+            context = {**_context(task, rows), "row": row, "row_errors": form.errors}
+            return render(request, f"{TEMPLATE}#row", context)
+        return HttpResponse(" ".join(e for errors in form.errors.values() for e in errors), status=400)
+    if form.cant_judge:
+        cant_judge_vote(
+            physician=task.physician,
+            conversation=task.conversation,
+            consensus_criterion=entry,
+            reason=form.cleaned_data["reason"],
+            note=form.cleaned_data["note"],
+        )
+    else:
+        vote_cast(
+            physician=task.physician,
+            conversation=task.conversation,
+            consensus_criterion=entry,
+            applies=form.cleaned_data["applies"] == "yes",
+        )
     if not wants_fragment(request):
         return redirect(f"{url}#vote-{entry.code}")
     task.refresh_from_db(fields=["status", "completed"])
     rows = ballot(physician=task.physician, conversation=task.conversation)
     row = next(r for r in rows if r.consensus_criterion.id == entry.id)
-    return render(request, f"{TEMPLATE}#voted", {"task": task, "row": row, "oob": True, **_progress(rows)})
+    return render(request, f"{TEMPLATE}#voted", {**_context(task, rows), "row": row, "oob": True})

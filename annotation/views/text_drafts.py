@@ -1,0 +1,28 @@
+"""Drafts saved as the physician types (static/workspace.js posts here a moment after each change)."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from annotation.access import HtmxRequest, require_working_physician
+from annotation.services.text_drafts import MAX_DRAFT, draft_discard, draft_key_allowed, draft_save
+
+
+@login_required
+@require_POST
+def draft_save_view(request: HtmxRequest) -> HttpResponse:
+    physician = require_working_physician(request)
+    key = request.POST.get("key", "")
+    text = request.POST.get("text", "").replace("\x00", "")
+    if not draft_key_allowed(physician=physician, key=key):
+        return JsonResponse({"error": "This field keeps no draft for you."}, status=404)
+    if len(text) > MAX_DRAFT:
+        return JsonResponse({"error": f"A draft holds at most {MAX_DRAFT:,} characters."}, status=400)
+    if text.strip():
+        draft = draft_save(physician=physician, key=key, text=text)
+        saved = timezone.localtime(draft.updated)
+    else:
+        draft_discard(physician=physician, key=key)
+        saved = timezone.localtime()
+    return JsonResponse({"saved": saved.strftime("%H:%M:%S")})

@@ -1,0 +1,57 @@
+"""Markdown as people read it: responses, ideal responses, criteria and guidelines, formatted and safe.
+
+The stored text never changes; only its display does. markdown-it-py parses CommonMark (plus
+tables and strikethrough) with raw HTML off, so a `<script>` in a response is shown as text;
+nh3, the Ammonia sanitiser, then keeps only the tags and attributes listed here, as a second
+wall should a parser bug ever let markup through. Headings inside a text become bold
+paragraphs: a response's "# Summary" must not break the page's own outline of headings.
+"""
+
+from functools import lru_cache
+
+import nh3
+from markdown_it import MarkdownIt
+
+TAGS = {
+    "p", "br", "strong", "em", "del", "code", "pre", "blockquote", "ul", "ol", "li", "hr", "a",
+    "table", "thead", "tbody", "tr", "th", "td",
+}  # fmt: skip
+ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"style"}, "td": {"style"}, "p": {"class"}}
+URL_SCHEMES = {"http", "https", "mailto"}
+# markdown-it aligns table cells with an inline style; nothing else may be styled.
+STYLE_PROPERTIES = {"text-align"}
+
+
+def _heading_open(self, tokens, idx, options, env) -> str:
+    return '<p class="md-heading"><strong>'
+
+
+def _heading_close(self, tokens, idx, options, env) -> str:
+    return "</strong></p>\n"
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    parser = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(
+        ["table", "strikethrough"]
+    )
+    # Images would make the reader's browser fetch any address a response names.
+    parser.disable("image")
+    parser.add_render_rule("heading_open", _heading_open)
+    parser.add_render_rule("heading_close", _heading_close)
+    return parser
+
+
+def markdown_html(text: object) -> str:
+    """Safe HTML for a Markdown text ("" for None); anything not on the allowlist is dropped."""
+    if text is None:
+        return ""
+    html = _parser().render(str(text))
+    return nh3.clean(
+        html,
+        tags=TAGS,
+        attributes=ATTRIBUTES,
+        url_schemes=URL_SCHEMES,
+        link_rel="noopener noreferrer nofollow",
+        filter_style_properties=STYLE_PROPERTIES,
+    )

@@ -1,0 +1,276 @@
+// The site's small first-party script: keyboard shortcuts and their `?` overlay, focus and
+// announcements after htmx swaps, drafts kept on the server as people type, and a warning
+// before leaving text that is not saved. Pages work without it; it only spares clicks.
+(function () {
+  "use strict";
+
+  // --- Announcements and focus after htmx swaps ---------------------------------------------
+  var announcer = document.getElementById("announce");
+
+  function announce(text) {
+    if (!announcer || !text) return;
+    // Emptied first, so the same words said twice are read twice.
+    announcer.textContent = "";
+    window.setTimeout(function () { announcer.textContent = text; }, 50);
+  }
+
+  function focusable(element) {
+    if (!element) return null;
+    if (!element.matches("a[href], button, input, select, textarea, [tabindex]")) element.setAttribute("tabindex", "-1");
+    return element;
+  }
+
+  function nextBallotRow(row) {
+    var rows = Array.prototype.slice.call(document.querySelectorAll(".ballot-row"));
+    var after = rows.slice(rows.indexOf(row) + 1).concat(rows.slice(0, rows.indexOf(row)));
+    for (var i = 0; i < after.length; i++) {
+      if (!after[i].querySelector("button.chosen")) return after[i].querySelector("button.choice");
+    }
+    return document.querySelector("[data-next-task]");
+  }
+
+  var focusedId = null;
+  document.body.addEventListener("htmx:beforeSwap", function () {
+    var active = document.activeElement;
+    focusedId = active && active.id ? active.id : null;
+  });
+
+  document.body.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail.target || event.target;
+    if (!target || !target.isConnected) target = document.getElementById(target && target.id) || document.body;
+    // What the new content asks to say and to be called.
+    var titled = target.querySelector ? target.querySelector("[data-title]") || (target.matches("[data-title]") ? target : null) : null;
+    if (titled) document.title = titled.getAttribute("data-title");
+    var spoken = [];
+    document.querySelectorAll("[data-announce]").forEach(function (node) {
+      if (node === target || target.contains(node) || node.getAttribute("data-announce-fresh") === "1") {
+        spoken.push(node.getAttribute("data-announce"));
+        node.removeAttribute("data-announce-fresh");
+      }
+    });
+    if (spoken.length) announce(spoken.join(" "));
+    // Focus where the work goes on, unless the person already moved it somewhere else.
+    var active = document.activeElement;
+    if (active && active !== document.body && active.isConnected) return;
+    var wanted = null;
+    if (target.classList && target.classList.contains("ballot-row")) wanted = nextBallotRow(target);
+    wanted = wanted || (target.querySelector && (target.querySelector("[aria-invalid=true]") || target.querySelector("[data-autofocus]")));
+    wanted = wanted || (focusedId && document.getElementById(focusedId));
+    if (!wanted && target !== document.body) wanted = focusable(target);
+    if (wanted) wanted.focus();
+  });
+
+  // An out-of-band swap (a summary or a progress line) is fresh: say what it now says.
+  document.body.addEventListener("htmx:oobAfterSwap", function (event) {
+    var node = event.detail.target;
+    if (node && node.getAttribute && node.getAttribute("data-announce")) node.setAttribute("data-announce-fresh", "1");
+  });
+
+  // --- Keyboard shortcuts ----------------------------------------------------------------------
+  // Single keys act only while shortcuts are on (the `?` overlay switches them), never while
+  // typing, and never while a link has the focus: a key pressed on "Skip" must not label the item.
+  var STORE = "keys-off";
+  function keysOn() {
+    try { return window.localStorage.getItem(STORE) !== "1"; } catch (e) { return true; }
+  }
+
+  function currentRow() {
+    var active = document.activeElement;
+    var row = active && active.closest ? active.closest("[data-key-row]") : null;
+    return row || document.querySelector("[data-key-row].current") || null;
+  }
+
+  function moveRow(step) {
+    var rows = Array.prototype.slice.call(document.querySelectorAll("[data-key-row]"));
+    if (!rows.length) return;
+    var index = rows.indexOf(currentRow());
+    var next = rows[Math.min(rows.length - 1, Math.max(0, index + step))] || rows[0];
+    var button = next.querySelector("button");
+    if (button) button.focus();
+  }
+
+  document.addEventListener("focusin", function (event) {
+    var row = event.target.closest ? event.target.closest("[data-key-row]") : null;
+    document.querySelectorAll("[data-key-row].current").forEach(function (r) { if (r !== row) r.classList.remove("current"); });
+    if (row) row.classList.add("current");
+  });
+
+  function busy() {
+    return document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling");
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
+    var target = event.target;
+    if (target.closest("textarea, input, select, [contenteditable], dialog")) return;
+    if (event.key === "?") { event.preventDefault(); openHelp(); return; }
+    if (!keysOn() || target.closest("a[href]") || busy()) return;
+    if (event.key === "ArrowDown" && document.querySelector("[data-key-row]")) { event.preventDefault(); moveRow(1); return; }
+    if (event.key === "ArrowUp" && document.querySelector("[data-key-row]")) { event.preventDefault(); moveRow(-1); return; }
+    var key = event.key.length === 1 ? event.key.toLowerCase() : event.key;
+    var selector = '[data-key="' + key + '"]';
+    var row = currentRow();
+    var control = (row && row.querySelector(selector)) || document.querySelector("main " + selector + ":not([data-key-row] *)");
+    if (!control && !row) control = document.querySelector("main [data-key-row] " + selector);
+    if (!control) return;
+    event.preventDefault();
+    if (control.tagName === "DETAILS") {
+      control.open = true;
+      var first = control.querySelector("input, select, textarea, button");
+      if (first) first.focus();
+    } else {
+      control.click();
+    }
+  });
+
+  // --- The `?` overlay: the keys of this page ---------------------------------------------------
+  function describe(node) {
+    return node.getAttribute("data-key-label") || node.getAttribute("aria-label") || node.textContent.trim();
+  }
+
+  function openHelp() {
+    var dialog = document.getElementById("key-help");
+    if (!dialog) return;
+    var list = dialog.querySelector("dl");
+    list.textContent = "";
+    var seen = {};
+    var rows = [["?", "Show this list of keys"]];
+    if (document.querySelector("[data-key-row]")) rows.push(["↓ / ↑", "Next / previous criterion"]);
+    document.querySelectorAll("main [data-key]").forEach(function (node) {
+      var key = node.getAttribute("data-key");
+      if (seen[key]) return;
+      seen[key] = true;
+      var shown = { ArrowRight: "→", ArrowLeft: "←" }[key] || key;
+      rows.push([shown, describe(node).replace(/\s+/g, " ")]);
+    });
+    rows.forEach(function (row) {
+      var dt = document.createElement("dt"), dd = document.createElement("dd"), kbd = document.createElement("kbd");
+      kbd.textContent = row[0];
+      dt.appendChild(kbd);
+      dd.textContent = row[1];
+      list.appendChild(dt);
+      list.appendChild(dd);
+    });
+    var toggle = dialog.querySelector("#keys-enabled");
+    toggle.checked = keysOn();
+    dialog.showModal();
+  }
+
+  var help = document.getElementById("key-help");
+  if (help) {
+    help.querySelector("#keys-enabled").addEventListener("change", function (event) {
+      try { window.localStorage.setItem(STORE, event.target.checked ? "0" : "1"); } catch (e) { /* private mode */ }
+    });
+  }
+  document.addEventListener("click", function (event) {
+    if (event.target.closest("[data-open-key-help]")) { event.preventDefault(); openHelp(); }
+  });
+
+  // --- Drafts kept on the server ----------------------------------------------------------------
+  // A field with data-draft="KEY" is saved a moment after each change. While the session has
+  // ended, the unsaved text is held in this browser and sent again once the person is back.
+  var body = document.body;
+  var draftUrl = body.getAttribute("data-draft-url");
+  var who = body.getAttribute("data-user") || "";
+  var timers = {};
+  var saved = {};
+
+  function csrf() {
+    try { return JSON.parse(body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; } catch (e) { return ""; }
+  }
+
+  function localKey(key) { return "draft:" + who + ":" + key; }
+
+  function statusOf(field) {
+    var id = field.getAttribute("data-draft-status");
+    return id ? document.getElementById(id) : null;
+  }
+
+  function setStatus(field, text, failed) {
+    var status = statusOf(field);
+    if (!status) return;
+    status.textContent = text;
+    status.classList.toggle("failed", !!failed);
+  }
+
+  function saveDraft(field) {
+    var key = field.getAttribute("data-draft"), text = field.value;
+    if (!draftUrl || saved[key] === text) return;
+    try { window.localStorage.setItem(localKey(key), text); } catch (e) { /* private mode */ }
+    var data = new FormData();
+    data.append("key", key);
+    data.append("text", text);
+    fetch(draftUrl, { method: "POST", body: data, credentials: "same-origin", headers: { "X-CSRFToken": csrf(), "Accept": "application/json" }, redirect: "manual" })
+      .then(function (response) {
+        if (!response.ok) throw new Error(String(response.status));
+        return response.json();
+      })
+      .then(function (answer) {
+        if (field.value === text) {
+          saved[key] = text;
+          try { window.localStorage.removeItem(localKey(key)); } catch (e) { /* private mode */ }
+        }
+        setStatus(field, "Draft saved " + answer.saved + ".", false);
+      })
+      .catch(function () {
+        setStatus(field, "Not saved: you may be signed out. The text is kept in this browser; log in again and it comes back.", true);
+      });
+  }
+
+  function watch(field) {
+    if (field.getAttribute("data-draft-watched")) return;
+    field.setAttribute("data-draft-watched", "1");
+    var key = field.getAttribute("data-draft");
+    saved[key] = field.value;
+    var held = null;
+    try { held = window.localStorage.getItem(localKey(key)); } catch (e) { /* private mode */ }
+    if (held !== null && held !== field.value && !field.hasAttribute("data-draft-submitted")) {
+      // Typed while signed out: put it back and send it now.
+      field.value = held;
+      setStatus(field, "Restored text that was not yet saved.", false);
+      saveDraft(field);
+    } else if (held !== null) {
+      try { window.localStorage.removeItem(localKey(key)); } catch (e) { /* private mode */ }
+    }
+  }
+
+  function watchAll(root) {
+    (root.querySelectorAll ? root : document).querySelectorAll("[data-draft]").forEach(watch);
+  }
+  watchAll(document);
+  body.addEventListener("htmx:afterSettle", function (event) { watchAll(event.detail.target || document); });
+
+  document.addEventListener("input", function (event) {
+    var field = event.target;
+    if (field.matches && field.matches("[data-draft]")) {
+      var key = field.getAttribute("data-draft");
+      window.clearTimeout(timers[key]);
+      setStatus(field, "Saving…", false);
+      timers[key] = window.setTimeout(function () { saveDraft(field); }, 700);
+    }
+    var form = field.form || (field.closest && field.closest("form"));
+    if (form && form.hasAttribute("data-warn-unsaved")) form.setAttribute("data-dirty", "1");
+  });
+
+  // --- Warn before leaving text that is not saved -----------------------------------------------
+  var leaving = false;
+  document.addEventListener("submit", function (event) {
+    leaving = true;
+    event.target.removeAttribute("data-dirty");
+    window.setTimeout(function () { leaving = false; }, 1000);
+  });
+
+  function unsaved() {
+    var pending = false;
+    document.querySelectorAll("[data-draft]").forEach(function (field) {
+      if (saved[field.getAttribute("data-draft")] !== field.value) pending = true;
+    });
+    return pending || !!document.querySelector("form[data-dirty]");
+  }
+
+  window.addEventListener("beforeunload", function (event) {
+    if (leaving || !unsaved()) return;
+    event.preventDefault();
+    event.returnValue = "";
+  });
+})();
