@@ -4,6 +4,21 @@
 (function () {
   "use strict";
 
+  // --- Tables that scroll sideways can be reached and scrolled by keyboard ---------------------
+  function labelScrollers(root) {
+    (root.querySelectorAll ? root : document).querySelectorAll(".table-scroll:not([tabindex])").forEach(function (box) {
+      var table = box.querySelector("table");
+      var section = box.closest("section, article, .card");
+      var heading = section ? section.querySelector("h1, h2, h3") : null;
+      var caption = table ? table.querySelector("caption") : null;
+      box.setAttribute("tabindex", "0");
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", (caption || heading || document.querySelector("h1") || { textContent: "Table" }).textContent.trim() + " (table)");
+    });
+  }
+  labelScrollers(document);
+  document.body.addEventListener("htmx:afterSettle", function (event) { labelScrollers(event.detail.target || document); });
+
   // --- Announcements and focus after htmx swaps ---------------------------------------------
   var announcer = document.getElementById("announce");
 

@@ -39,7 +39,10 @@ def test_a_vote_is_recorded_and_the_row_comes_back_with_htmx(world):
     response = _vote(client_for(world.owner), world, world.catalogue[1], "yes", htmx())
     assert response.status_code == 200
     assert f'id="vote-{world.catalogue[1].code}" class="ballot-row applies"' in response.text
-    assert '<div id="vote-progress" hx-swap-oob="innerHTML" data-announce="1 of 3 voted."><p><strong>1</strong> of 3' in response.text
+    assert (
+        '<div id="vote-progress" hx-swap-oob="innerHTML" data-announce="1 of 3 voted."><p><strong>1</strong> of 3'
+        in response.text
+    )
     assert ConsensusVote.objects.get(physician=world.owner).applies is True
 
 

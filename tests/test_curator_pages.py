@@ -92,7 +92,12 @@ def test_a_curator_creates_filters_freezes_and_exports_a_subset(client, curator,
         reverse("curator_subset_filter", args=["emergencies"]), {"themes": ["emergency_referrals"], "mode": "add"}
     )
     assert list(Subset.objects.get(name="emergencies").conversations.values_list("prompt_id", flat=True)) == ["p-2"]
-    client.post(reverse("curator_subset_freeze", args=["emergencies"]))
+    # Freezing would end the undo of the filter just applied: the page asks first.
+    asked = client.post(reverse("curator_subset_freeze", args=["emergencies"]))
+    assert asked.status_code == 409 and "give up the undo" in asked.content.decode()
+    assert not SubsetVersion.objects.filter(subset__name="emergencies").exists()
+    change = Subset.objects.get(name="emergencies").changes.get()
+    client.post(reverse("curator_subset_freeze", args=["emergencies"]), {"confirm": str(change.id)})
     version = SubsetVersion.objects.get(subset__name="emergencies")
     exported = b"".join(
         client.get(reverse("curator_subset_export", args=["emergencies"]) + "?frozen=1").streaming_content
@@ -101,6 +106,15 @@ def test_a_curator_creates_filters_freezes_and_exports_a_subset(client, curator,
     assert version.number == 1
     page = client.get(reverse("curator_subset", args=["emergencies"])).content.decode()
     assert "v1" in page and version.content_hash[:16] in page
+
+
+def test_a_consensus_subset_can_be_made_in_the_browser_and_offers_its_rebuild(client, curator, dataset):
+    page = client.get(reverse("curator_subsets")).content.decode()
+    assert "Consensus: rebuilt from the consensus criteria attached" in page
+    client.post(reverse("curator_subsets"), {"name": "consensus-2", "kind": "consensus"})
+    assert Subset.objects.get(name="consensus-2").kind == Subset.Kind.CONSENSUS
+    page = client.get(reverse("curator_subset", args=["consensus-2"])).content.decode()
+    assert "Rebuild from attached consensus criteria" in page and "If it only adds, it applies at once" in page
 
 
 def test_a_duplicate_subset_name_is_explained(client, curator, dataset):

@@ -32,7 +32,16 @@ class ImportForm(forms.Form):
 
 
 class SubsetCreateForm(forms.Form):
+    # What each kind is for, shown beside the choice on the page.
+    KINDS = [
+        (Subset.Kind.CUSTOM, "Custom: members you choose by filter or by hand"),
+        (Subset.Kind.CONSENSUS, "Consensus: rebuilt from the consensus criteria attached; graded and exported on those only"),
+        (Subset.Kind.HARD, "Hard: built from the lowest-scoring conversations of runs you pick"),
+    ]
     name = forms.CharField(max_length=100)
+    kind = forms.ChoiceField(
+        choices=KINDS, initial=Subset.Kind.CUSTOM, widget=forms.RadioSelect, label="Kind", required=False
+    )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
     def clean_name(self):
@@ -42,6 +51,9 @@ class SubsetCreateForm(forms.Form):
         if Subset.objects.filter(name=name).exists():
             raise forms.ValidationError(f"A subset named {name!r} already exists.")
         return name
+
+    def clean_kind(self) -> str:
+        return self.cleaned_data["kind"] or Subset.Kind.CUSTOM
 
 
 class SubsetFilterForm(forms.Form):

@@ -5,64 +5,190 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0008_text_limits'),
-        ('grading', '0007_run_report_version'),
+        ("annotation", "0008_text_limits"),
+        ("grading", "0007_run_report_version"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Guideline',
+            name="Guideline",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('rubric', 'Write rubric'), ('ideal_response', 'Write ideal response'), ('consensus_vote', 'Vote on consensus criteria'), ('label', 'Label responses')], max_length=16, unique=True)),
-                ('text', models.TextField(blank=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='annotation.physician')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("rubric", "Write rubric"),
+                            ("ideal_response", "Write ideal response"),
+                            ("consensus_vote", "Vote on consensus criteria"),
+                            ("label", "Label responses"),
+                        ],
+                        max_length=16,
+                        unique=True,
+                    ),
+                ),
+                ("text", models.TextField(blank=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="annotation.physician",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='CantJudge',
+            name="CantJudge",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reason', models.CharField(choices=[('expertise', 'Outside my expertise'), ('cut_off', 'The response is cut off or empty'), ('unclear', 'The criterion is unclear'), ('other', 'Other')], max_length=16)),
-                ('note', models.TextField(blank=True)),
-                ('created', models.DateTimeField(auto_now=True)),
-                ('consensus_criterion', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='annotation.consensuscriterion')),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='cant_judge', to='annotation.conversation')),
-                ('criterion', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='annotation.criterion')),
-                ('physician', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='cant_judge', to='annotation.physician')),
-                ('response', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='cant_judge', to='grading.response')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "reason",
+                    models.CharField(
+                        choices=[
+                            ("expertise", "Outside my expertise"),
+                            ("cut_off", "The response is cut off or empty"),
+                            ("unclear", "The criterion is unclear"),
+                            ("other", "Other"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("note", models.TextField(blank=True)),
+                ("created", models.DateTimeField(auto_now=True)),
+                (
+                    "consensus_criterion",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="annotation.consensuscriterion",
+                    ),
+                ),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="cant_judge",
+                        to="annotation.conversation",
+                    ),
+                ),
+                (
+                    "criterion",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="annotation.criterion",
+                    ),
+                ),
+                (
+                    "physician",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="cant_judge",
+                        to="annotation.physician",
+                    ),
+                ),
+                (
+                    "response",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="cant_judge",
+                        to="grading.response",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['conversation'], name='cant_judge_by_conversation')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('consensus_criterion__isnull', True)), fields=('physician', 'response', 'criterion'), name='one_cant_judge_per_label_item'), models.UniqueConstraint(condition=models.Q(('consensus_criterion__isnull', False)), fields=('physician', 'conversation', 'consensus_criterion'), name='one_cant_judge_per_vote_item'), models.CheckConstraint(condition=models.Q(models.Q(('consensus_criterion__isnull', True), ('criterion__isnull', False), ('response__isnull', False)), models.Q(('consensus_criterion__isnull', False), ('criterion__isnull', True), ('response__isnull', True)), _connector='OR'), name='cant_judge_names_one_item')],
+                "indexes": [models.Index(fields=["conversation"], name="cant_judge_by_conversation")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("consensus_criterion__isnull", True)),
+                        fields=("physician", "response", "criterion"),
+                        name="one_cant_judge_per_label_item",
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(("consensus_criterion__isnull", False)),
+                        fields=("physician", "conversation", "consensus_criterion"),
+                        name="one_cant_judge_per_vote_item",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(
+                                ("consensus_criterion__isnull", True),
+                                ("criterion__isnull", False),
+                                ("response__isnull", False),
+                            ),
+                            models.Q(
+                                ("consensus_criterion__isnull", False),
+                                ("criterion__isnull", True),
+                                ("response__isnull", True),
+                            ),
+                            _connector="OR",
+                        ),
+                        name="cant_judge_names_one_item",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Draft',
+            name="Draft",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=120)),
-                ('text', models.TextField(blank=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('physician', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='drafts', to='annotation.physician')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=120)),
+                ("text", models.TextField(blank=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                (
+                    "physician",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="drafts", to="annotation.physician"
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('physician', 'key'), name='one_draft_per_physician_field')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("physician", "key"), name="one_draft_per_physician_field")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='GuidelineRead',
+            name="GuidelineRead",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('rubric', 'Write rubric'), ('ideal_response', 'Write ideal response'), ('consensus_vote', 'Vote on consensus criteria'), ('label', 'Label responses')], max_length=16)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('physician', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='guidelines_read', to='annotation.physician')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("rubric", "Write rubric"),
+                            ("ideal_response", "Write ideal response"),
+                            ("consensus_vote", "Vote on consensus criteria"),
+                            ("label", "Label responses"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "physician",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="guidelines_read",
+                        to="annotation.physician",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('physician', 'kind'), name='one_guideline_read_per_physician_kind')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("physician", "kind"), name="one_guideline_read_per_physician_kind")
+                ],
             },
         ),
     ]

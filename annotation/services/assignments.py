@@ -2,7 +2,7 @@
 
 import heapq
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -35,17 +35,49 @@ class AssignSummary:
     withdrawn: int = 0
 
     def __str__(self) -> str:
-        text = f"{self.created} tasks created over {self.items} items"
+        text = f"{counted(self.created, 'task')} created over {counted(self.items, 'item')}"
         if self.short:
-            text += f"; {self.short} items could not get enough physicians"
+            text += f"; {counted(self.short, 'item')} could not get enough physicians"
             if not self.reasons:
                 text += " (too few eligible physicians were chosen)"
         if self.withdrawn:
             text += (
-                f"; {self.withdrawn} open labeling tasks of the new rubric writers were withdrawn, because "
+                f"; {counted(self.withdrawn, 'open labeling task')} of the new rubric writers "
+                f"{'was' if self.withdrawn == 1 else 'were'} withdrawn, because "
                 "nobody labels responses against a rubric they wrote"
             )
         return text
+
+
+def counted(n: int, noun: str) -> str:
+    """ "1 task", "2 tasks": a count with its noun in the right number."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+# Why a physician is passed over for an item, by the rule that excludes them.
+WRITES_RUBRIC = "wrote or write its rubric and so may not label its responses"
+VOTES_OPEN = (
+    "still vote{s} on its consensus criteria, and the label page shows the criteria that others' votes attached"
+)
+LABELED = "label{s} its responses and so has seen the consensus criteria already attached"
+
+
+@dataclass(frozen=True)
+class AssignPlan:
+    """What an assignment would do, worked out without writing: the preview shows it, the commit applies it."""
+
+    kind: str
+    items: list[Item]
+    pairs: list[tuple[Item, int]]
+    short: int
+    reasons: list[str]
+    # Conversations that give no item at all for this kind, with why ("p-1: no model responses").
+    empty: list[str]
+    per_physician: list[tuple[str, int]]
+
+    @property
+    def tasks(self) -> int:
+        return len(self.pairs)
 
 
 def assignment_complete(*, assignment: Assignment) -> None:
@@ -68,6 +100,27 @@ def open_load(physician_ids: Sequence[int]) -> dict[int, int]:
     load = dict.fromkeys(physician_ids, 0)
     load.update({row["physician_id"]: row["n"] for row in rows})
     return load
+
+
+def vote_blinding(kind: str, conversation_ids: Sequence[int]) -> dict[int, dict[int, str]]:
+    """Per conversation, the physicians a vote or label task would unblind, with the reason.
+
+    Nobody labels a conversation on which they still have an open vote task (the label page shows
+    the consensus criteria attached because others agreed), and nobody is given a vote task on a
+    conversation whose responses they have labeling tasks for.
+    """
+    found: dict[int, dict[int, str]] = defaultdict(dict)
+    other = Assignment.Kind.CONSENSUS_VOTE if kind == Assignment.Kind.LABEL else Assignment.Kind.LABEL
+    tasks = Assignment.objects.filter(conversation_id__in=conversation_ids, kind=other).exclude(
+        status__in=Assignment.INACTIVE
+    )
+    if kind == Assignment.Kind.LABEL:
+        tasks, reason = tasks.filter(status=Assignment.Status.OPEN), VOTES_OPEN
+    else:
+        reason = LABELED
+    for cid, pid in tasks.values_list("conversation_id", "physician_id"):
+        found[cid][pid] = reason
+    return found
 
 
 def rubric_writers(conversation_ids: Sequence[int]) -> dict[int, set[int]]:
@@ -128,7 +181,7 @@ def spread(
     per_item: int,
     load: dict[int, int],
     assigned: dict[Item, set[int]],
-    excluded: dict[int, set[int]],
+    excluded: Mapping[int, Collection[int]],
     short_items: list[Item] | None = None,
 ) -> tuple[list[tuple[Item, int]], int]:
     """Choose physicians for each item, least loaded first (ties by id); returns (pairs, short items).
@@ -170,7 +223,7 @@ def skip_reasons(
     physician_ids: Sequence[int],
     per_item: int,
     assigned: dict[Item, set[int]],
-    excluded: dict[int, set[int]],
+    excluded: dict[int, dict[int, str]],
     chosen: Sequence[tuple[Item, int]],
 ) -> list[str]:
     """One sentence per conversation with short items: who was passed over, and why."""
@@ -187,12 +240,18 @@ def skip_reasons(
     reasons = []
     for cid, items in by_conversation.items():
         have = min(len(assigned.get(item, ())) + got[item] for item in items)
-        writers = sorted(names.get(pid, str(pid)) for pid in excluded.get(cid, ()) if pid in names)
-        label = f"{prompt_ids.get(cid, cid)}" + (f" ({len(items)} items)" if items[0][1] is not None else "")
+        why: dict[str, list[str]] = defaultdict(list)
+        for pid, reason in excluded.get(cid, {}).items():
+            if pid in names:
+                why[reason].append(names[pid])
+        label = f"{prompt_ids.get(cid, cid)}" + (f" ({counted(len(items), 'item')})" if items[0][1] is not None else "")
         text = f"{label}: has {have} of {per_item} physicians"
-        if writers:
-            text += f"; skipped {_and(writers)}, who wrote or write its rubric and so may not label its responses"
-        eligible = len(physician_ids) - len(writers)
+        for reason, who in why.items():
+            who.sort()
+            verb = reason.format(s="" if len(who) > 1 else "s")
+            text += f"; skipped {_and(who)}, who {verb}"
+        passed = sum(len(who) for who in why.values())
+        eligible = len(physician_ids) - passed
         text += f"; {eligible} other eligible physician{'s' if eligible != 1 else ''} in the selection"
         reasons.append(text)
     return reasons
@@ -242,6 +301,74 @@ def _references(conversation_ids: Sequence[int]) -> dict[int, list[int]]:
     return refs
 
 
+def _nothing_to_do(kind: str, conversation_ids: Sequence[int], items: Sequence[Item]) -> list[str]:
+    """Conversations that give no labeling item, and why: said before anything is assigned."""
+    if kind != Assignment.Kind.LABEL:
+        return []
+    with_items = {item[0] for item in items}
+    missing = [cid for cid in conversation_ids if cid not in with_items]
+    if not missing:
+        return []
+    responded = set(
+        Response.objects.filter(conversation_id__in=missing)
+        .exclude(source=Response.Source.PHYSICIAN)
+        .values_list("conversation_id", flat=True)
+    )
+    names = dict(Conversation.objects.filter(id__in=missing).values_list("id", "prompt_id"))
+    return [
+        f"{names.get(cid, cid)}: "
+        + ("no consensus criterion is attached yet" if cid in responded else "it has no model responses to label")
+        for cid in missing
+    ]
+
+
+def assignments_plan(
+    *, kind: str, conversation_ids: Sequence[int], physicians: Sequence[Physician], per_item: int
+) -> AssignPlan:
+    """What assigning would create, and what it could not: read-only, for the preview and the commit alike."""
+    working = (Physician.Status.TRIAL, Physician.Status.ACTIVE)
+    chosen = [p for p in physicians if p.role == Physician.Role.PHYSICIAN and p.status in working]
+    physician_ids = [p.id for p in chosen]
+    excluded: dict[int, dict[int, str]] = defaultdict(dict)
+    if kind == Assignment.Kind.LABEL:
+        items = label_items(conversation_ids)
+        for cid, pids in rubric_writers(conversation_ids).items():
+            excluded[cid].update(dict.fromkeys(pids, WRITES_RUBRIC))
+    else:
+        items = [(cid, None, None) for cid in conversation_ids]
+    if kind in (Assignment.Kind.LABEL, Assignment.Kind.CONSENSUS_VOTE):
+        for cid, found in vote_blinding(kind, conversation_ids).items():
+            for pid, reason in found.items():
+                excluded[cid].setdefault(pid, reason)
+    assigned = _existing(kind, conversation_ids)
+    short_items: list[Item] = []
+    pairs, short = spread(
+        items,
+        physician_ids=physician_ids,
+        per_item=per_item,
+        load=open_load(physician_ids),
+        assigned=assigned,
+        excluded=excluded,
+        short_items=short_items,
+    )
+    reasons = skip_reasons(
+        short_items, physician_ids=physician_ids, per_item=per_item, assigned=assigned, excluded=excluded, chosen=pairs
+    )
+    per: dict[int, int] = defaultdict(int)
+    for _, pid in pairs:
+        per[pid] += 1
+    names = {p.id: str(p) for p in chosen}
+    return AssignPlan(
+        kind=kind,
+        items=list(items),
+        pairs=pairs,
+        short=short,
+        reasons=reasons,
+        empty=_nothing_to_do(kind, conversation_ids, items),
+        per_physician=[(names[pid], per[pid]) for pid in physician_ids if per[pid]],
+    )
+
+
 def assignments_create(
     *,
     kind: str,
@@ -256,34 +383,9 @@ def assignments_create(
     Items that already have physicians keep them and only get the missing ones, so running the
     same request twice creates nothing the second time.
     """
-    working = (Physician.Status.TRIAL, Physician.Status.ACTIVE)
-    physician_ids = [p.id for p in physicians if p.role == Physician.Role.PHYSICIAN and p.status in working]
     with transaction.atomic():
-        if kind == Assignment.Kind.LABEL:
-            items = label_items(conversation_ids)
-            excluded = rubric_writers(conversation_ids)
-        else:
-            items = [(cid, None, None) for cid in conversation_ids]
-            excluded = {}
-        assigned = _existing(kind, conversation_ids)
-        short_items: list[Item] = []
-        pairs, short = spread(
-            items,
-            physician_ids=physician_ids,
-            per_item=per_item,
-            load=open_load(physician_ids),
-            assigned=assigned,
-            excluded=excluded,
-            short_items=short_items,
-        )
-        reasons = skip_reasons(
-            short_items,
-            physician_ids=physician_ids,
-            per_item=per_item,
-            assigned=assigned,
-            excluded=excluded,
-            chosen=pairs,
-        )
+        plan = assignments_plan(kind=kind, conversation_ids=conversation_ids, physicians=physicians, per_item=per_item)
+        pairs = plan.pairs
         if kind != Assignment.Kind.IDEAL_RESPONSE:
             condition = ""
         elif not condition:
@@ -322,7 +424,11 @@ def assignments_create(
                 note=LABEL_CONFLICT_NOTE,
             )
     return AssignSummary(
-        items=len(items), created=len(created), short=short, reasons=tuple(reasons), withdrawn=withdrawn
+        items=len(plan.items),
+        created=len(created),
+        short=plan.short,
+        reasons=tuple(plan.empty + plan.reasons),
+        withdrawn=withdrawn,
     )
 
 

@@ -1,4 +1,4 @@
-""""I can't judge this": a physician's answer on a labeling or voting item that is neither label nor vote.
+""" "I can't judge this": a physician's answer on a labeling or voting item that is neither label nor vote.
 
 It finishes the item for the physician, replaces any label or vote they gave it before, and
 is kept apart from both, so the agreement metrics and the consensus count never see it.
@@ -6,19 +6,29 @@ is kept apart from both, so the agreement metrics and the consensus count never 
 
 from django.db import transaction
 
-from annotation.models import Assignment, CantJudge, ConsensusCriterion, ConsensusVote, Conversation, Physician
-from annotation.models import PhysicianLabel
+from annotation.models import (
+    Assignment,
+    CantJudge,
+    ConsensusCriterion,
+    ConsensusVote,
+    Conversation,
+    Physician,
+    PhysicianLabel,
+)
 from annotation.services.assignments import assignment_complete
 from annotation.services.consensus import ballot_complete, consensus_sync
 from annotation.services.locking import conversation_lock
 
 
 def cant_judge_label(*, task: Assignment, reason: str, note: str = "") -> CantJudge:
+    assert task.response_id is not None and task.criterion_id is not None  # a labeling task names its item
     item = {"physician_id": task.physician_id, "response_id": task.response_id, "criterion_id": task.criterion_id}
     with transaction.atomic():
         PhysicianLabel.objects.filter(**item).delete()
         answer, _ = CantJudge.objects.update_or_create(
-            **item,
+            physician_id=task.physician_id,
+            response_id=task.response_id,
+            criterion_id=task.criterion_id,
             consensus_criterion=None,
             defaults={"conversation_id": task.conversation_id, "reason": reason, "note": note.strip()},
         )
@@ -27,7 +37,12 @@ def cant_judge_label(*, task: Assignment, reason: str, note: str = "") -> CantJu
 
 
 def cant_judge_vote(
-    *, physician: Physician, conversation: Conversation, consensus_criterion: ConsensusCriterion, reason: str, note: str = ""
+    *,
+    physician: Physician,
+    conversation: Conversation,
+    consensus_criterion: ConsensusCriterion,
+    reason: str,
+    note: str = "",
 ) -> CantJudge:
     with transaction.atomic():
         conversation_lock(conversation.id)

@@ -3,7 +3,15 @@
 from django.conf import settings
 from django.db import transaction
 
-from annotation.models import Assignment, CantJudge, ConsensusCriterion, ConsensusVote, Conversation, Criterion, Physician
+from annotation.models import (
+    Assignment,
+    CantJudge,
+    ConsensusCriterion,
+    ConsensusVote,
+    Conversation,
+    Criterion,
+    Physician,
+)
 from annotation.services.assignments import assignment_complete
 from annotation.services.locking import conversation_lock
 from annotation.services.rubric import next_position

@@ -3,12 +3,15 @@
 Researchers may read these pages; only curators may change anything.
 """
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.access import (
@@ -22,7 +25,7 @@ from annotation.forms.workspace import AssignForm, StatusForm
 from annotation.models import Assignment, Physician
 from annotation.selectors import curation
 from annotation.selectors.consensus import tallies
-from annotation.services.assignments import assignments_create
+from annotation.services.assignments import assignments_create, assignments_plan
 from annotation.services.vetting import TRANSITIONS, physician_status_set
 from annotation.views.rendering import wants_fragment
 
@@ -83,14 +86,31 @@ def assignments(request: HtmxRequest) -> HttpResponse:
                     messages.warning(request, reason + ".")
                 if len(summary.reasons) > SHOWN_REASONS:
                     messages.warning(request, f"… and {len(summary.reasons) - SHOWN_REASONS} more conversations.")
-            return redirect("assignments")
+            # Back to the same choices, previewed again: what is left to do shows at once.
+            fields = {name: form.data.get(name, "") for name in form.fields}
+            return redirect(f"{reverse('assignments')}?{urlencode(fields)}")
     else:
         form = _assign_form(request.GET or None)
     preview = None
     if form.is_bound and form.is_valid():
         ids, matching, physicians = _selection(form)
         fields = [(name, form.data.get(name, "")) for name in form.fields]
-        preview = {"conversations": len(ids), "matching": matching, "physicians": physicians, "fields": fields}
+        plan = assignments_plan(
+            kind=form.cleaned_data["kind"],
+            conversation_ids=ids,
+            physicians=physicians,
+            per_item=form.cleaned_data["per_item"],
+        )
+        preview = {
+            "conversations": len(ids),
+            "matching": matching,
+            "physicians": physicians,
+            "fields": fields,
+            "plan": plan,
+            "kind_label": Assignment.Kind(form.cleaned_data["kind"]).label,
+            "reasons": (plan.empty + plan.reasons)[:SHOWN_REASONS],
+            "more_reasons": max(0, len(plan.empty) + len(plan.reasons) - SHOWN_REASONS),
+        }
     context = {
         "form": form,
         "preview": preview,

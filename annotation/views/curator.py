@@ -91,7 +91,9 @@ def curator_subsets(request: HttpRequest) -> HttpResponse:
     require_role(request, CURATOR)
     form = SubsetCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        subset = Subset.objects.create(name=form.cleaned_data["name"], description=form.cleaned_data["description"])
+        subset = Subset.objects.create(
+            name=form.cleaned_data["name"], kind=form.cleaned_data["kind"], description=form.cleaned_data["description"]
+        )
         messages.success(request, f"Subset {subset.name} created.")
         return redirect("curator_subset", name=subset.name)
     subsets = Subset.objects.annotate(
@@ -101,7 +103,7 @@ def curator_subsets(request: HttpRequest) -> HttpResponse:
 
 
 def _subset_page(
-    request: HttpRequest, subset: Subset, *, preview: dict | None = None, status: int = 200
+    request: HttpRequest, subset: Subset, *, preview: dict | None = None, freeze_confirm=None, status: int = 200
 ) -> HttpResponse:
     members = subset.members.select_related("conversation").order_by("id")
     page = Paginator(members, 50).get_page(request.GET.get("page"))
@@ -114,6 +116,7 @@ def _subset_page(
         "hard_form": HardBuildForm() if subset.kind == Subset.Kind.HARD else None,
         "undo": undoable_change(subset),
         "preview": preview,
+        "freeze_confirm": freeze_confirm,
     }
     return render(request, "curator/subset_detail.html", context, status=status)
 
@@ -277,6 +280,10 @@ def curator_subset_undo(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 def curator_subset_freeze(request: HttpRequest, name: str) -> HttpResponse:
     subset = _get_subset(request, name)
+    undo = undoable_change(subset)
+    if undo is not None and request.POST.get("confirm") != str(undo.id):
+        # Freezing ends the undo of the last change: ask first, on the subset's own page.
+        return _subset_page(request, subset, freeze_confirm=undo, status=409)
     try:
         version, created = subset_version_freeze(subset=subset, frozen_by=physician_for(request.user))
     except SubsetEmpty:

@@ -1,5 +1,8 @@
 """Labeling: one response and one criterion at a time, met or not met, next item without a reload."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
@@ -25,7 +28,8 @@ TEMPLATE = "annotation/label.html"
 def _context(task: Assignment, form: LabelForm | None = None) -> dict:
     # The physician's own earlier answer, if any; never anyone else's label or the grader's decision.
     # Labeling marks the task done in the same transaction, so an open task has no label to read.
-    own = unsure = None
+    own: Mapping[str, Any] | None = None
+    unsure: Mapping[str, Any] | None = None
     if task.is_done and task.response_id is not None and task.criterion_id is not None:
         item = {"physician_id": task.physician_id, "response_id": task.response_id, "criterion_id": task.criterion_id}
         own = PhysicianLabel.objects.filter(**item).values("met", "comment").first()

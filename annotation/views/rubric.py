@@ -144,7 +144,7 @@ def rubric_submit_view(request: HtmxRequest, code) -> HttpResponse:
     """Submit, once the physician has seen what still looks wrong: submitting is final."""
     task = get_rubric_task_rw(request, code)
     rubric = rubric_view(conversation=task.conversation, physician=task.physician)
-    warned = [c for c in rubric.criteria if c.sign_warning]
+    warned = [c for c in rubric.criteria if getattr(c, "sign_warning", None)]
     if warned and request.POST.get("confirm") != "sign":
         context = _context(task, rubric=rubric, confirm_submit=warned)
         return render(request, TEMPLATE, context, status=409)

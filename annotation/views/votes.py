@@ -58,7 +58,7 @@ def vote(request: HtmxRequest, code, consensus_code) -> HttpResponse:
             row = next(r for r in rows if r.consensus_criterion.id == entry.id)
             context = {**_context(task, rows), "row": row, "row_errors": form.errors}
             return render(request, f"{TEMPLATE}#row", context)
-        return HttpResponse(" ".join(e for errors in form.errors.values() for e in errors), status=400)
+        return HttpResponse(" ".join(str(e) for errors in form.errors.values() for e in errors), status=400)
     if form.cant_judge:
         cant_judge_vote(
             physician=task.physician,
