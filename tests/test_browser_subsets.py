@@ -38,6 +38,9 @@ def test_a_curator_builds_freezes_and_exports_a_subset(browser, live_server, tmp
     assert page.locator("#members tbody tr").count() == 2
 
     page.click("#freeze")
+    # Freezing ends the undo of the hand-pick: asked first.
+    assert "give up the undo" in page.inner_text("main")
+    page.click("#freeze-anyway")
     assert "Frozen as version 1" in page.inner_text("main")
     page.screenshot(path=str(ARTIFACTS / "subset-frozen.png"), full_page=True)
 
