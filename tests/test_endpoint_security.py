@@ -235,7 +235,7 @@ def test_a_curator_adds_the_healthbench_professional_grader_from_its_preset():
     assert 'value="gpt-5.4"' in page and 'value="responses" selected' in page and 'value="low" selected' in page
     form = {
         "name": "pro", "api_style": "responses", "model": "gpt-5.4", "key_variable": "OPENAI_API_KEY",
-        "reasoning": "on", "reasoning_effort": "low", "temperature": "0", "max_output_tokens": "4096",
+        "reasoning": "on", "reasoning_effort": "low", "temperature": "", "max_output_tokens": "4096",
         "structured_output": "on", "timeout_seconds": "120", "price_input": "1.25", "price_output": "10",
     }  # fmt: skip
     response = client.post(reverse("endpoint_new"), form)
@@ -291,3 +291,29 @@ def test_an_endpoint_off_the_allowlist_is_flagged_for_curators_and_in_the_admin(
     admin.force_login(User.objects.create_superuser("root", password="pw"))
     changelist = admin.get("/admin/grading/endpoint/").content.decode()
     assert "Old: the key variable LEGACY_KEY is not on the operator&#x27;s allowlist" in changelist
+
+
+def test_the_endpoint_form_refuses_a_temperature_on_a_reasoning_model_beside_the_field():
+    client = web_client(Physician.Role.CURATOR)
+    form = {
+        "name": "o-grader", "api_style": "chat", "model": "o4-mini", "reasoning": "on", "temperature": "0.7",
+        "max_output_tokens": "2048", "timeout_seconds": "60",
+    }  # fmt: skip
+    response = client.post(reverse("endpoint_new"), form)
+    page = response.content.decode()
+    assert response.status_code == 400 and not Endpoint.objects.filter(name="o-grader").exists()
+    assert "Reasoning models take no temperature" in page and 'href="#id_temperature"' in page
+
+
+def test_a_reasoning_model_name_saved_without_reasoning_is_warned_about():
+    client = web_client(Physician.Role.CURATOR)
+    form = {
+        "name": "g5",
+        "api_style": "chat",
+        "model": "gpt-5-mini",
+        "max_output_tokens": "2048",
+        "timeout_seconds": "60",
+    }
+    page = client.post(reverse("endpoint_new"), form, follow=True).content.decode()
+    assert Endpoint.objects.filter(name="g5", reasoning=False).exists()
+    assert "gpt-5-mini looks like a reasoning model, but Reasoning is not ticked" in page

@@ -44,3 +44,22 @@ def test_a_valid_estimate_still_comes_back_in_the_form(llm_server):
         reverse("run_new"), {**form_data(llm_server), "action": "estimate"}, headers={"HX-Request": "true"}
     ).text
     assert "Grading: 20 grader calls" in page and "things to fix" not in page
+
+
+def test_cross_field_errors_sit_beside_their_fields_on_the_first_submit(llm_server):
+    imported_run(name="imported", conversations=1, samples=1)
+    client = client_for(Physician.Role.RESEARCHER)
+    data = {**form_data(llm_server), "name": "imported", "source": "sample", "subset": "", "action": "estimate"}
+    data.pop("policy", None)
+    page = client.post(reverse("run_new"), data, headers={"HX-Request": "true"}).text
+
+    def beside(name: str) -> str:
+        at = page.index(f'name="{name}"')
+        return page[at - 700 : at + 300]
+
+    assert "A run named &#x27;imported&#x27; already exists" in beside("name")
+    assert "Sampling needs a policy endpoint." in beside("policy")
+    assert "Sampling needs a subset." in beside("subset")
+    # The heading counts the lines of the list under it.
+    summary = page[page.index("form-errors") : page.index("</section>")]
+    assert "3 things to fix" in summary and summary.count("<li>") == 3

@@ -130,11 +130,11 @@ def test_the_estimate_fragment_answers_htmx_and_launches_nothing(source, llm_ser
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"source": "sample"}, "sampling needs a policy endpoint"),
+        ({"source": "sample"}, "Sampling needs a policy endpoint."),
         ({"grader": "nope"}, "Select a valid choice"),
-        ({"name": "imported"}, "a run named &#x27;imported&#x27; already exists"),
+        ({"name": "imported"}, "A run named &#x27;imported&#x27; already exists"),
         ({"grader_template": "no placeholders here"}, "lacks the placeholder"),
-        ({"responses_from": ""}, "grade either the responses of an existing run"),
+        ({"responses_from": ""}, "Choose the run whose responses to grade."),
         # PostgreSQL text cannot hold NUL: the form must refuse it, not fail on the lookup.
         ({"source": "sample", "subset": "mine\x00"}, "Null characters are not allowed"),
         ({"name": "nul\x00name"}, "Null characters are not allowed"),

@@ -35,7 +35,10 @@ class SubsetCreateForm(forms.Form):
     # What each kind is for, shown beside the choice on the page.
     KINDS = [
         (Subset.Kind.CUSTOM, "Custom: members you choose by filter or by hand"),
-        (Subset.Kind.CONSENSUS, "Consensus: rebuilt from the consensus criteria attached; graded and exported on those only"),
+        (
+            Subset.Kind.CONSENSUS,
+            "Consensus: rebuilt from the consensus criteria attached; graded and exported on those only",
+        ),
         (Subset.Kind.HARD, "Hard: built from the lowest-scoring conversations of runs you pick"),
     ]
     name = forms.CharField(max_length=100)

@@ -121,16 +121,13 @@ def physicians_for_vetting(status: str = "") -> QuerySet[Physician]:
 def withdrawn_tasks(limit: int = 50) -> list[Assignment]:
     """The latest tasks withdrawn from physicians, with the note saying why (assignment page)."""
     # Once the same item has been given to someone else, the row has done its work.
-    reassigned = (
-        Assignment.objects.filter(
-            kind=OuterRef("kind"),
-            conversation=OuterRef("conversation"),
-            response=OuterRef("response"),
-            criterion=OuterRef("criterion"),
-            status__in=(Assignment.Status.OPEN, Assignment.Status.DONE),
-        )
-        .exclude(physician=OuterRef("physician"))
-    )
+    reassigned = Assignment.objects.filter(
+        kind=OuterRef("kind"),
+        conversation=OuterRef("conversation"),
+        response=OuterRef("response"),
+        criterion=OuterRef("criterion"),
+        status__in=(Assignment.Status.OPEN, Assignment.Status.DONE),
+    ).exclude(physician=OuterRef("physician"))
     return list(
         Assignment.objects.filter(status=Assignment.Status.WITHDRAWN)
         .filter(~Exists(reassigned))

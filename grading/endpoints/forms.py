@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from django import forms
 from django.conf import settings
 
 from grading.endpoint_rules import base_url_problem, key_variable_problem
 from grading.models import Endpoint
+
+# Model names of known reasoning models (OpenAI's o-series and GPT-5 family, gpt-oss, DeepSeek's
+# reasoner): saved without "Reasoning", they would be sent a temperature they reject.
+REASONING_MODEL = re.compile(r"^(?:.*/)?(?:o\d(?:-|$)|o\d-mini|gpt-5|gpt-oss|deepseek-reasoner)", re.I)
 
 
 class EndpointForm(forms.ModelForm):
@@ -62,9 +68,22 @@ class EndpointForm(forms.ModelForm):
 
     def clean(self) -> dict:
         data = super().clean() or {}
+        self.warnings: list[str] = []
         if data.get("reasoning"):
-            # Reasoning models reject temperature: never stored, so never sent.
-            data["temperature"] = None
-        elif data.get("reasoning_effort"):
-            self.add_error("reasoning_effort", "Only reasoning models take a reasoning effort.")
+            if data.get("temperature") is not None:
+                # Reasoning models reject a temperature with a 400: say so rather than drop it unseen.
+                self.add_error(
+                    "temperature",
+                    "Reasoning models take no temperature (they refuse requests that set one). Leave it empty, "
+                    "or untick Reasoning if this model is not a reasoning model.",
+                )
+        else:
+            if data.get("reasoning_effort"):
+                self.add_error("reasoning_effort", "Only reasoning models take a reasoning effort.")
+            model = data.get("model") or ""
+            if REASONING_MODEL.match(model):
+                self.warnings.append(
+                    f"{model} looks like a reasoning model, but Reasoning is not ticked: runs will send it a "
+                    "temperature and max_tokens, which reasoning models refuse. Tick Reasoning if it is one."
+                )
         return data

@@ -51,6 +51,8 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         endpoint = endpoint_save(form=form)
         messages.success(request, f"Saved endpoint {endpoint.name}. Researchers can now choose it for runs.")
+        for warning in form.warnings:
+            messages.warning(request, warning)
         return redirect("endpoint_list")
     status = 400 if request.method == "POST" else 200
     return render(request, "endpoints/endpoint_form.html", {"form": form, "preset": preset}, status=status)
@@ -64,6 +66,8 @@ def endpoint_edit(request: HttpRequest, code) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         endpoint_save(form=form)
         messages.success(request, f"Saved {endpoint.name}. Runs already made keep the settings they ran with.")
+        for warning in form.warnings:
+            messages.warning(request, warning)
         return redirect("endpoint_list")
     status = 400 if request.method == "POST" else 200
     return render(request, "endpoints/endpoint_form.html", {"form": form, "endpoint": endpoint}, status=status)

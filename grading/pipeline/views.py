@@ -17,7 +17,7 @@ from django_htmx.middleware import HtmxDetails
 from annotation.access import require_role
 from annotation.models import Subset
 from grading.access import READERS, get_run_for_reader
-from grading.endpoint_rules import RAW_FIELDS_MESSAGE, raw_endpoint_fields
+from grading.endpoint_rules import RAW_FIELDS_MESSAGE, endpoint_problems, raw_endpoint_fields
 from grading.models import Endpoint, Run
 from grading.pipeline.estimate import (
     MAX_CONCURRENCY,
@@ -27,7 +27,7 @@ from grading.pipeline.estimate import (
     run_plan,
     spec_check,
 )
-from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
+from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template
 from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import run_cancel, run_launch
 
@@ -89,17 +89,44 @@ class RunForm(forms.Form):
             (legend, [(self[name], self.SOURCE_ONLY.get(name, "")) for name in names]) for legend, names in self.GROUPS
         ]
 
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if Run.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"A run named {name!r} already exists; choose another name.")
+        return name
+
+    def clean_grader_template(self) -> str:
+        template = self.cleaned_data["grader_template"]
+        if template:
+            try:
+                check_template(template.replace("\r\n", "\n"))
+            except TemplateError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return template
+
     def clean(self) -> dict:
         data = super().clean() or {}
         if raw_endpoint_fields(self.data):
             self.add_error(None, RAW_FIELDS_MESSAGE)
+        # Every check that its own fields allow runs on the first submit, each beside its field.
         if data.get("source") == "sample":
             for field, problem in (
-                ("policy", "sampling needs a policy endpoint"),
-                ("subset", "sampling needs a subset"),
+                ("policy", "Sampling needs a policy endpoint."),
+                ("subset", "Sampling needs a subset."),
             ):
                 if not data.get(field) and field not in self.errors:
-                    self.add_error(None, problem)
+                    self.add_error(field, problem)
+        elif (
+            data.get("source") == "responses" and not data.get("responses_from") and "responses_from" not in self.errors
+        ):
+            self.add_error("responses_from", "Choose the run whose responses to grade.")
+        for field in ("grader", "policy"):
+            endpoint = data.get(field)
+            if endpoint is not None and (field == "grader" or data.get("source") == "sample"):
+                for problem in endpoint_problems(
+                    base_url=endpoint.base_url, key_variable=endpoint.key_variable, resolve=False
+                ):
+                    self.add_error(field, f"{endpoint.name}: {problem}")
         if self.errors:
             return data
         try:
@@ -108,6 +135,11 @@ class RunForm(forms.Form):
             for problem in exc.problems:
                 self.add_error(None, problem)
         return data
+
+    @property
+    def error_count(self) -> int:
+        """The lines of the summary above the form: one per field with errors, one per form-wide error."""
+        return sum(1 for name in self.errors if name != forms.forms.NON_FIELD_ERRORS) + len(self.non_field_errors())
 
     def spec(self) -> RunSpec:
         data = self.cleaned_data
@@ -131,7 +163,8 @@ class RunForm(forms.Form):
 @login_required
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
     require_role(request, *READERS)
-    runs = Run.objects.filter(grader_config__isnull=False).select_related("grader_config").order_by("-created", "-id")
+    # Every run, imported ones and the demo's included: Reports lists them all, so this page does too.
+    runs = Run.objects.select_related("grader_config", "policy_config").order_by("-created", "-id")
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "runs/run_list.html", {"page": page})
 
