@@ -202,7 +202,15 @@ def test_the_csv_has_one_row_per_grader_metric_with_interval_and_rank_beside_the
     document = meta_eval_json()
     assert list(table[0]) == [name for name, _ in CSV_COLUMNS]
     chance_rows = [r for r in table if r["metric"] in ("cohen_kappa", "krippendorff_alpha")]
-    assert len(table) - len(chance_rows) == len(document["model"])
+    review_rows = [r for r in table if r["metric"].startswith("items_")]
+    # One count per scope (overall and each criterion) for each of the review's two causes.
+    assert len(review_rows) == 2 * (1 + len(CATEGORIES))
+    assert set(document["review"]) == {"physicians_split", "grader_against_agreeing_physicians"}
+    split = document["review"]["physicians_split"]
+    assert split["counts"]["overall"] == len(split["items"]) == sum(split["counts"][c] for c in CATEGORIES)
+    csv_split = next(r for r in review_rows if r["scope"] == "overall" and r["metric"] == "items_physicians_split")
+    assert int(csv_split["value"]) == split["counts"]["overall"]
+    assert len(table) - len(chance_rows) - len(review_rows) == len(document["model"])
     assert len(chance_rows) == len(document["cohen_kappa"]) + len(document["krippendorff_alpha"]) == 2 * 4
     overall = next(r for r in table if r["scope"] == "overall" and r["metric"] == "pairwise_model_f1_balanced")
     interval = document["intervals"]["pairwise_model_f1_balanced"]

@@ -332,7 +332,7 @@ def test_items_without_a_grader_label_are_never_flagged_or_listed_as_ties():
 def test_the_report_bundles_every_part():
     labels, grader, _ = generated_case("random_small")
     report = metaeval.meta_eval_report(labels, grader, n_resamples=100, seed=3)
-    assert set(report) == {"model", "physician", "intervals", "rank", "disagreements"}
+    assert set(report) == {"model", "physician", "intervals", "rank", "disagreements", "review"}
     assert report["model"] == metaeval.grader_agreement(labels, grader)
     assert report["intervals"] == metaeval.bootstrap_f1_intervals(labels, grader, n_resamples=100, seed=3)
 
@@ -366,3 +366,18 @@ def test_the_full_report_at_paper_size_has_every_category_and_interval():
     assert report["intervals"]["pairwise_model_f1_balanced"]["n_resamples"] == 1000
     categories = {name.split(": ")[0] for name in report["model"] if ": " in name}
     assert len(categories) == 34
+
+
+def test_the_review_separates_physicians_who_split_from_a_grader_against_agreeing_physicians():
+    labels = rows_to_labels(
+        ("a", [True, True, False], ["p", "q", "r"]),  # a 2-1 split, grader with the majority
+        ("a", [True, True], ["p", "q"]),  # agreeing physicians, the grader against them
+        ("b", [False, False, False], ["p", "q", "r"]),  # agreeing physicians, the grader with them
+        ("b", [True, False], ["p", "q"]),  # a tie
+        ("b", [True], ["p"]),  # one physician: neither cause
+    )
+    review = metaeval.review_causes(labels, [True, False, False, True, False])
+    split, against = review[metaeval.PHYSICIANS_SPLIT], review[metaeval.GRADER_AGAINST_AGREEING]
+    assert sorted(split["item"]) == [0, 3] and against["item"] == [1]
+    assert split["counts"] == {"a": 1, "b": 1, "overall": 2}
+    assert against["counts"] == {"a": 1, "b": 0, "overall": 1}

@@ -416,6 +416,42 @@ def majority_disagreements(labels: MetaEvalLabels, grader: GraderLabels) -> dict
     }
 
 
+# The two causes a disagreement review separates (report keys, page views, CSV metric names).
+PHYSICIANS_SPLIT = "physicians_split"
+GRADER_AGAINST_AGREEING = "grader_against_agreeing_physicians"
+
+
+def review_causes(labels: MetaEvalLabels, grader: GraderLabels) -> dict[str, Any]:
+    """The items worth a review, by cause: "the criterion is ambiguous" or "the grader is wrong".
+
+    ``physicians_split``: two or more physicians labelled the item and they do not all agree (a 2-1
+    split as much as a tie), whatever the grader said. ``grader_against_agreeing_physicians``: two or
+    more physicians agree and the grader, which labelled the item, says the opposite. Each comes
+    with its items (widest margin first for the grader's, closest split first for the physicians')
+    and a count per consensus criterion plus ``overall``.
+    """
+    said_yes, present = _grader(grader, labels.n_items)
+    yes, no = _tallies(labels)
+    several = (yes + no) >= 2
+    split = several & (yes > 0) & (no > 0)
+    unanimous = several & ~split
+    against = unanimous & present & np.where(said_yes, yes == 0, no == 0)
+    item_category = np.zeros(labels.n_items, dtype=np.intp)
+    item_category[labels.item] = labels.category
+    out: dict[str, Any] = {}
+    for name, mask, key in (
+        (PHYSICIANS_SPLIT, split, np.abs(yes - no)),
+        (GRADER_AGAINST_AGREEING, against, -(yes + no)),
+    ):
+        items = np.flatnonzero(mask)
+        items = items[np.lexsort((items, key[items]))]
+        counts = np.bincount(item_category[items], minlength=len(labels.category_names))
+        by_scope = {n: int(c) for n, c in zip(labels.category_names, counts.tolist(), strict=True)}
+        by_scope["overall"] = int(items.size)
+        out[name] = {"item": items.tolist(), "counts": by_scope}
+    return out
+
+
 def meta_eval_report(
     labels: MetaEvalLabels,
     grader: GraderLabels,
@@ -433,4 +469,5 @@ def meta_eval_report(
         "intervals": bootstrap_f1_intervals(labels, grader, n_resamples=n_resamples, confidence=confidence, seed=seed),
         "rank": grader_rank(model, physicians),
         "disagreements": majority_disagreements(labels, grader),
+        "review": review_causes(labels, grader),
     }

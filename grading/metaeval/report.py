@@ -79,7 +79,7 @@ def run_meta_eval_analysis_cached(*, run: Run, seed: int = DEFAULT_SEED) -> Anal
     """run_meta_eval_analysis, computed once per progress step of the run and state of the
     physicians' labels, and shared by every process through the cache."""
     analysis = once_per_version(
-        f"meta-eval:v1:{run.code}:{seed}:{labels_fingerprint()}",
+        f"meta-eval:v2:{run.code}:{seed}:{labels_fingerprint()}",
         run.report_version,
         lambda: run_meta_eval_analysis(run=run, seed=seed),
     )
@@ -128,6 +128,8 @@ def report_document(analysis: Analysis) -> dict[str, Any]:
             # Repeated listings of one physician on one item, stored as one label: the reference
             # counts each listing as a pair, so its pair counts exceed ours by these.
             "labels_merged": data.labels_merged,
+            # Physicians' "can't judge" answers on these items: kept out of every figure above.
+            "cant_judge": data.cant_judge,
         },
         "model": result["model"],
         "physicians": result["physician"],
@@ -140,6 +142,12 @@ def report_document(analysis: Analysis) -> dict[str, Any]:
         "disagreements": _items(analysis, flagged["item"]),
         # Items with a physician tie, which the grader labelled: worth a look, not counted above.
         "ties": _items(analysis, flagged["tied_item"]),
+        # The review's two causes, with counts per consensus criterion: physicians who disagree
+        # among themselves (the criterion may be ambiguous), and a grader against physicians who agree.
+        "review": {
+            name: {"counts": cause["counts"], "items": _items(analysis, cause["item"])}
+            for name, cause in result["review"].items()
+        },
     }
 
 
@@ -181,6 +189,10 @@ def report_csv(document: dict[str, Any]) -> str:
             cells = [scope, base, chance["n"], value, chance["low"], chance["high"], chance["n_defined"],
                      chance["n_resamples"]]  # fmt: skip
             rows.append(["" if c is None else c for c in cells] + [""] * (len(CSV_COLUMNS) - len(cells)))
+    # Review counts: metric items_physicians_split / items_grader_against_agreeing_physicians, value the count.
+    for name, cause in document.get("review", {}).items():
+        for scope, count in cause["counts"].items():
+            rows.append([scope, f"items_{name}", "", count] + [""] * (len(CSV_COLUMNS) - 4))
     return csv_text([name for name, _ in CSV_COLUMNS], rows)
 
 
@@ -262,11 +274,43 @@ class ReviewItem:
     n_not_met: int
 
 
-def disagreement_page(*, run: Run, category: str = "", ties: bool = False, page_number: Any = None) -> dict[str, Any]:
-    """One page of the items where the grader and the physicians' majority part (or tie), strongest first."""
-    data = run_labels(run=run)
-    flagged = metaeval.majority_disagreements(data.labels, data.grader)
-    indices = np.asarray(flagged["tied_item" if ties else "item"], dtype=np.intp)
+# The review's views: the cause each one shows, and the words the page uses for it.
+VIEWS = {
+    "": (
+        "Grader against the physicians' majority",
+        "Items where the grader's label differs from the strict majority of physicians, widest margin first.",
+    ),
+    metaeval.GRADER_AGAINST_AGREEING: (
+        "The grader is wrong",
+        "Two or more physicians agree with each other and the grader says the opposite: most likely the grader's "
+        "mistake. Largest groups of agreeing physicians first.",
+    ),
+    metaeval.PHYSICIANS_SPLIT: (
+        "The criterion is ambiguous",
+        "Physicians disagree among themselves (a 2–1 split as much as a tie), whatever the grader said: the "
+        "criterion may be unclear. The criterion's Krippendorff's α (agreement among physicians beyond chance) "
+        "is shown beside its count. Closest splits first.",
+    ),
+    "ties": (
+        "Physician ties",
+        "Items where the physicians split evenly, which the grader labelled: no majority to disagree with, "
+        "but worth a look.",
+    ),
+}
+
+
+def disagreement_page(*, run: Run, category: str = "", show: str = "", page_number: Any = None) -> dict[str, Any]:
+    """One page of the items of one review view, with the counts of each cause per consensus criterion."""
+    if show not in VIEWS:
+        show = ""
+    analysis = run_meta_eval_analysis_cached(run=run)
+    data, result = analysis.data, analysis.result
+    review = result["review"]
+    if show in review:
+        indices = np.asarray(review[show]["item"], dtype=np.intp)
+    else:
+        flagged = result["disagreements"]
+        indices = np.asarray(flagged["tied_item" if show == "ties" else "item"], dtype=np.intp)
     item_category = np.zeros(data.n_items, dtype=np.intp)
     item_category[data.labels.item] = data.labels.category
     if category:
@@ -281,4 +325,28 @@ def disagreement_page(*, run: Run, category: str = "", ties: bool = False, page_
         ReviewItem(detail=d, grader=bool(data.grader[i] == 1.0), n_met=int(yes[i]), n_not_met=int(total[i] - yes[i]))
         for d, i in zip(details, shown, strict=True)
     ]
-    return {"page": page, "items": items, "categories": data.labels.category_names, "category": category, "ties": ties}
+    split, against = review[metaeval.PHYSICIANS_SPLIT]["counts"], review[metaeval.GRADER_AGAINST_AGREEING]["counts"]
+    items_by_scope = _scope_counts(data, np.arange(data.n_items))
+    counts = [
+        {
+            "scope": scope,
+            "items": items_by_scope.get(scope, 0),
+            "split": split.get(scope, 0),
+            "against": against.get(scope, 0),
+            "alpha": result["alpha"].get(("" if scope == OVERALL else f"{scope}: ") + ALPHA, {}).get("value"),
+        }
+        for scope in [OVERALL, *data.labels.category_names]
+    ]
+    title, explanation = VIEWS[show]
+    return {
+        "page": page,
+        "items": items,
+        "categories": data.labels.category_names,
+        "category": category,
+        "show": show,
+        "ties": show == "ties",
+        "views": [(key, words[0]) for key, words in VIEWS.items()],
+        "title": title,
+        "explanation": explanation,
+        "counts": counts,
+    }

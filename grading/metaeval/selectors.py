@@ -17,7 +17,7 @@ from typing import cast
 import numpy as np
 from django.db.models import Count, Exists, Max, OuterRef, Q
 
-from annotation.models import ConsensusCriterion, Criterion, Physician, PhysicianLabel
+from annotation.models import CantJudge, ConsensusCriterion, Criterion, Physician, PhysicianLabel
 from grading.metaeval.agreement import MetaEvalLabels
 from grading.models import Grade, Response, Run
 
@@ -29,7 +29,9 @@ def labels_fingerprint() -> str:
     """Changes when physician labels are added, deleted or flipped: one aggregate over the
     labels table (tens of thousands of rows at paper size: a few milliseconds)."""
     stats = PhysicianLabel.objects.aggregate(n=Count("id"), last=Max("id"), met=Count("id", filter=Q(met=True)))
-    return f"{stats['n']}-{stats['last'] or 0}-{stats['met']}"
+    # "Can't judge" answers are counted in the report, so a new one is a new report too.
+    unsure = CantJudge.objects.filter(consensus_criterion__isnull=True).aggregate(n=Count("id"), last=Max("id"))
+    return f"{stats['n']}-{stats['last'] or 0}-{stats['met']}-{unsure['n']}-{unsure['last'] or 0}"
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class RunLabels:
     # Repeated listings of one physician on one item that an import stored as one label
     # (PhysicianLabel.repeats): the reference would count each as a further pair.
     labels_merged: int = 0
+    # "Can't judge" answers on the consensus criteria this run graded: stored, never labels.
+    cant_judge: int = 0
 
     @property
     def n_items(self) -> int:
@@ -139,6 +143,9 @@ def run_labels(*, run: Run) -> RunLabels:
         response_id=pairs[:, 0],
         criterion_id=pairs[:, 1],
         labels_merged=int(table[:, 5].sum()),
+        cant_judge=CantJudge.objects.filter(criterion__consensus_criterion__isnull=False)
+        .filter(Exists(graded))
+        .count(),
     )
 
 

@@ -94,7 +94,7 @@ def metaeval_disagreements(request: _Request) -> HttpResponse:
     context = disagreement_page(
         run=run,
         category=request.GET.get("category", ""),
-        ties=request.GET.get("show") == "ties",
+        show=request.GET.get("show", ""),
         page_number=request.GET.get("page"),
     )
     context["run"] = run
