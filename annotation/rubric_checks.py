@@ -78,6 +78,16 @@ class DuplicatePair:
     first: int
     second: int
     similarity: float
+    # The words by which two alike criteria say different things ("harmless", "melanoma"): then
+    # they are not the same item written twice, and nobody should be offered to merge them.
+    contrast: tuple[str, str] | None = None
+
+
+# Words that turn a statement round: present on one side of a difference only, the two say opposites.
+NEGATIONS = frozenset({"not", "no", "never", "without", "against", "don't", "doesn't", "isn't", "aren't", "cannot"})
+# A different word after one of these is a different claim about the same thing ("the mole is harmless"
+# vs "the mole is melanoma"), not a rewording.
+COPULAS = frozenset({"is", "are", "was", "were", "be", "being", "as", "seems", "looks", "likely", "probably"})
 
 
 def _opening(text: str) -> str:
@@ -150,6 +160,20 @@ def duplicate_score(a: Sequence[str], b: Sequence[str]) -> float | None:
     return ratio if ratio >= DUPLICATE_RATIO else None
 
 
+def contrast(a: Sequence[str], b: Sequence[str]) -> tuple[str, str] | None:
+    """The differing words by which two alike token lists make different claims, or None for a rewording."""
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        left, right = set(a[i1:i2]), set(b[j1:j2])
+        if (left & NEGATIONS) != (right & NEGATIONS):
+            return " ".join(a[i1:i2]) or "—", " ".join(b[j1:j2]) or "—"
+        if tag == "replace" and i1 > 0 and a[i1 - 1] in COPULAS:
+            return " ".join(a[i1:i2]), " ".join(b[j1:j2])
+    return None
+
+
 def near_duplicates(items: Iterable[tuple[int, str]]) -> list[DuplicatePair]:
     """Pairs of (id, text) items whose texts are near duplicates, in input order."""
     prepared = [(key, tokens(text)) for key, text in items]
@@ -158,7 +182,7 @@ def near_duplicates(items: Iterable[tuple[int, str]]) -> list[DuplicatePair]:
         for key_b, tokens_b in prepared[i + 1 :]:
             score = duplicate_score(tokens_a, tokens_b)
             if score is not None:
-                pairs.append(DuplicatePair(key_a, key_b, round(score, 2)))
+                pairs.append(DuplicatePair(key_a, key_b, round(score, 2), contrast(tokens_a, tokens_b)))
     return pairs
 
 

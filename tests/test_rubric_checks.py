@@ -169,3 +169,27 @@ def test_it_flags_at_most_two_percent_of_the_real_criteria():
 
 def test_the_rows_named_in_issue_77_are_caught():
     assert sign_warning("Instructs the user to seek emergency help immediately in the first few sentences.", -9)
+
+
+def test_alike_criteria_that_say_opposite_things_are_not_offered_for_merging():
+    pairs = near_duplicates(
+        [
+            (1, "States that the mole is harmless and needs no check."),
+            (2, "States that the mole is melanoma and needs no check."),
+            (3, "Advises the user to see a dermatologist about the mole."),
+            (4, "Advises the user not to see a dermatologist about the mole."),
+        ]
+    )
+    found = {(p.first, p.second): p.contrast for p in pairs}
+    assert found[(1, 2)] == ("harmless", "melanoma")
+    assert found[(3, 4)] == ("—", "not")
+
+
+def test_a_rewording_is_still_a_duplicate_to_merge():
+    (pair,) = near_duplicates(
+        [
+            (1, "Advises the user to call emergency services immediately."),
+            (3, "Advises the user to call emergency services right away."),
+        ]
+    )
+    assert pair.contrast is None

@@ -12,6 +12,7 @@ class DuplicateWarning:
     first: Criterion
     second: Criterion
     similarity: float
+    contrast: tuple[str, str] | None = None
 
     @property
     def percent(self) -> int:
@@ -55,5 +56,5 @@ def rubric_view(*, conversation: Conversation, physician: Physician) -> RubricVi
     return RubricView(
         criteria=criteria,
         positive_total=positive_total(c.points for c in criteria),
-        duplicates=[DuplicateWarning(by_id[p.first], by_id[p.second], p.similarity) for p in pairs],
+        duplicates=[DuplicateWarning(by_id[p.first], by_id[p.second], p.similarity, p.contrast) for p in pairs],
     )
