@@ -101,6 +101,7 @@ class MetaEvalCoverageSerializer(serializers.Serializer):
     physicians = serializers.IntegerField()
     categories = serializers.IntegerField()
     labels_merged = serializers.IntegerField(help_text="repeated listings of a physician on an item, kept as one")
+    cant_judge = serializers.IntegerField(help_text="physicians' \"can't judge\" answers on these items, not labels")
 
 
 class FlaggedItemSerializer(serializers.Serializer):
@@ -110,6 +111,20 @@ class FlaggedItemSerializer(serializers.Serializer):
     grader = serializers.BooleanField()
     n_met = serializers.IntegerField()
     n_not_met = serializers.IntegerField()
+
+
+class ReviewCauseSerializer(serializers.Serializer):
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="'overall' and each cluster tag")
+    items = FlaggedItemSerializer(many=True)
+
+
+class ReviewSerializer(serializers.Serializer):
+    physicians_split = ReviewCauseSerializer(
+        help_text="physicians disagree among themselves: the criterion may be unclear"
+    )
+    grader_against_agreeing_physicians = ReviewCauseSerializer(
+        help_text="two or more physicians agree and the grader says the opposite"
+    )
 
 
 class MetaEvalReportSerializer(serializers.Serializer):
@@ -126,3 +141,4 @@ class MetaEvalReportSerializer(serializers.Serializer):
     krippendorff_alpha = serializers.DictField(child=ChanceMetricSerializer(), help_text="among physicians, per scope")
     disagreements = FlaggedItemSerializer(many=True)
     ties = FlaggedItemSerializer(many=True)
+    review = ReviewSerializer()

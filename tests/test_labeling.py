@@ -125,12 +125,17 @@ def test_the_rubric_author_cannot_label_that_conversation(world):
 
 
 def test_an_impossible_item_is_withdrawn_with_a_note_for_the_curator(world):
+    # Nobody else holds the item yet (the colleague's task on it is taken back).
+    Assignment.objects.filter(id=world.label_task.id).update(status=Assignment.Status.CANCELLED)
     item = task(world.owner, Assignment.Kind.LABEL, world.a, response=world.responses[0], criterion=world.cluster)
     client_for(world.owner).get(_url(item))
     item.refresh_from_db()
     assert item.status == Assignment.Status.WITHDRAWN
     assert "rubric they wrote" in item.note
     assert "rubric they wrote" in client_for(world.curator).get(reverse("assignments")).text
+    # Once the item is given to someone else, the row has done its work and leaves the list.
+    task(world.outsider, Assignment.Kind.LABEL, world.a, response=world.responses[0], criterion=world.cluster)
+    assert "rubric they wrote" not in client_for(world.curator).get(reverse("assignments")).text
 
 
 def test_the_author_of_a_drafted_conversation_cannot_label_it(world):

@@ -2,7 +2,7 @@
 
 from collections import defaultdict
 
-from annotation.models import ConsensusCriterion, ConsensusVote, Criterion, Physician
+from annotation.models import CantJudge, ConsensusCriterion, ConsensusVote, Criterion, Physician
 
 
 def consensus_overview() -> list[dict]:
@@ -18,6 +18,11 @@ def consensus_overview() -> list[dict]:
         "consensus_criterion_id", flat=True
     ):
         attached[entry_id] += 1
+    unsure: dict[int, int] = defaultdict(int)
+    for entry_id in CantJudge.objects.filter(consensus_criterion__isnull=False).values_list(
+        "consensus_criterion_id", flat=True
+    ):
+        unsure[entry_id] += 1
     rows = []
     for entry in ConsensusCriterion.objects.order_by("cluster"):
         items = votes.get(entry.id, {})
@@ -41,6 +46,8 @@ def consensus_overview() -> list[dict]:
                 "applies": applies,
                 "does_not_apply": total - applies,
                 "attached": attached.get(entry.id, 0),
+                # "Can't judge" answers: counted here, never as votes.
+                "cant_judge": unsure.get(entry.id, 0),
                 "items_with_several_voters": multi,
                 "unanimous_share": unanimous / multi if multi else None,
                 "pairwise_agreement": agreeing_pairs / all_pairs if all_pairs else None,

@@ -8,6 +8,7 @@ from django.views.decorators.cache import never_cache
 
 from annotation.access import WORKING, get_conversation_for_reader, physician_for, require_role, role_of
 from annotation.models import THEMES, Conversation, Physician
+from annotation.selectors.consensus import cant_judge_answers
 from annotation.selectors.tasks import task_summary
 
 
@@ -46,4 +47,5 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 def conversation_detail(request: HttpRequest, code) -> HttpResponse:
     conversation = get_conversation_for_reader(request, code)
     criteria = conversation.criteria.select_related("consensus_criterion", "author__user").order_by("position", "id")
-    return render(request, "conversation_detail.html", {"conversation": conversation, "criteria": criteria})
+    context = {"conversation": conversation, "criteria": criteria, "cant_judge": cant_judge_answers(conversation)}
+    return render(request, "conversation_detail.html", context)
