@@ -22,8 +22,11 @@
   // --- Announcements and focus after htmx swaps ---------------------------------------------
   var announcer = document.getElementById("announce");
 
+  var lastSaid = "";
   function announce(text) {
-    if (!announcer || !text) return;
+    // A poll that brings back the same words says nothing new.
+    if (!announcer || !text || text === lastSaid) return;
+    lastSaid = text;
     // Emptied first, so the same words said twice are read twice.
     announcer.textContent = "";
     window.setTimeout(function () { announcer.textContent = text; }, 50);
@@ -50,36 +53,49 @@
     focusedId = active && active.id ? active.id : null;
   });
 
+  // htmx fires afterSettle on every element it swapped in: out-of-band pieces (a summary, a
+  // progress line) first, then the request's own target. Their words are gathered and said with
+  // the target's; the focus follows the target only.
+  var pending = [];
   document.body.addEventListener("htmx:afterSettle", function (event) {
-    var target = event.detail.target || event.target;
-    if (!target || !target.isConnected) target = document.getElementById(target && target.id) || document.body;
-    // What the new content asks to say and to be called.
-    var titled = target.querySelector ? target.querySelector("[data-title]") || (target.matches("[data-title]") ? target : null) : null;
+    var settled = event.target;
+    var wantedTarget = event.detail.target;
+    var main = settled === wantedTarget || (wantedTarget && settled.id && settled.id === wantedTarget.id);
+    if (!main) {
+      if (settled.getAttribute && settled.getAttribute("data-announce")) pending.push(settled.getAttribute("data-announce"));
+      return;
+    }
+    var target = settled;
+    var titled = target.matches("[data-title]") ? target : target.querySelector("[data-title]");
     if (titled) document.title = titled.getAttribute("data-title");
     var spoken = [];
-    document.querySelectorAll("[data-announce]").forEach(function (node) {
-      if (node === target || target.contains(node) || node.getAttribute("data-announce-fresh") === "1") {
-        spoken.push(node.getAttribute("data-announce"));
-        node.removeAttribute("data-announce-fresh");
-      }
-    });
+    if (target.getAttribute("data-announce")) spoken.push(target.getAttribute("data-announce"));
+    target.querySelectorAll("[data-announce]").forEach(function (node) { spoken.push(node.getAttribute("data-announce")); });
+    spoken = spoken.concat(pending);
+    pending = [];
     if (spoken.length) announce(spoken.join(" "));
-    // Focus where the work goes on, unless the person already moved it somewhere else.
+    // Focus where the work goes on, unless the person already moved it somewhere else. A poll
+    // (hx-trigger "every …") never takes the focus: it refreshes what someone is only watching.
     var active = document.activeElement;
     if (active && active !== document.body && active.isConnected) return;
+    if ((target.getAttribute("hx-trigger") || "").indexOf("every") !== -1) {
+      var kept = focusedId && document.getElementById(focusedId);
+      if (kept) kept.focus();
+      return;
+    }
     var wanted = null;
-    if (target.classList && target.classList.contains("ballot-row")) wanted = nextBallotRow(target);
-    wanted = wanted || (target.querySelector && (target.querySelector("[aria-invalid=true]") || target.querySelector("[data-autofocus]")));
+    if (target.classList.contains("ballot-row")) wanted = nextBallotRow(target);
+    wanted = wanted || target.querySelector("[aria-invalid=true]") || target.querySelector("[data-autofocus]");
     wanted = wanted || (focusedId && document.getElementById(focusedId));
-    if (!wanted && target !== document.body) wanted = focusable(target);
+    if (!wanted) wanted = focusable(target);
     if (wanted) wanted.focus();
   });
 
-  // An out-of-band swap (a summary or a progress line) is fresh: say what it now says.
-  document.body.addEventListener("htmx:oobAfterSwap", function (event) {
-    var node = event.detail.target;
-    if (node && node.getAttribute && node.getAttribute("data-announce")) node.setAttribute("data-announce-fresh", "1");
-  });
+  // A page that opens on a result or a question (a confirmation, an import's outcome) starts there.
+  var opening = document.querySelector("main [data-autofocus]");
+  if (opening && (!document.activeElement || document.activeElement === document.body) && !document.querySelector("[autofocus]")) {
+    focusable(opening).focus();
+  }
 
   // --- Keyboard shortcuts ----------------------------------------------------------------------
   // Single keys act only while shortcuts are on (the `?` overlay switches them), never while

@@ -158,3 +158,19 @@ def test_demo_responses_name_real_rubric_positions():
     for line in RESPONSES.read_text().splitlines():
         row = json.loads(line)
         assert all(0 <= p < rubric_sizes[row["prompt_id"]] for p in row["criteria_met"])
+
+
+def test_each_demo_physician_has_open_tasks_of_every_kind_and_none_unblinds_another(demo):
+    from annotation.models import Assignment, Physician
+    from annotation.selectors.tasks import task_summary
+
+    for username in ("physician", "physician2"):
+        physician = Physician.objects.get(user__username=username)
+        kinds = {k.kind: k.open for k in task_summary(physician)}
+        assert all(kinds[kind] >= 1 for kind in Assignment.Kind.values), (username, kinds)
+        tasks = Assignment.objects.filter(physician=physician, status=Assignment.Status.OPEN)
+        labeled = set(tasks.filter(kind="label").values_list("conversation_id", flat=True))
+        blinded = set(tasks.filter(kind__in=["rubric", "consensus_vote"]).values_list("conversation_id", flat=True))
+        assert labeled and not labeled & blinded
+        # The open items are really open: no vote or label of theirs is there yet.
+        assert not physician.labels.filter(response__conversation_id__in=labeled).exists()

@@ -17,7 +17,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.formats.importer import ImportFailed, ImportSummary, import_healthbench_lines
-from annotation.models import ConsensusVote, Conversation, Criterion, Physician, PhysicianLabel
+from annotation.models import Assignment, ConsensusVote, Conversation, Criterion, Physician, PhysicianLabel
+from annotation.services.assignments import assignments_create
 from grading.models import Grade, Response, Run
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
@@ -28,6 +29,14 @@ DEMO_MODEL = "demo-model-a"
 DEMO_RUN = "demo-run"
 # Published in the README: fine on a laptop, refused when DEBUG is off (see the command).
 DEFAULT_PASSWORD = "healthbench-demo"
+# Open tasks of every kind for each demo physician, by line of the demo file. Chosen so that no
+# task unblinds another: nobody labels a conversation they vote on or write the rubric of, votes
+# go to themes the catalogue covers, and labels to conversations with consensus criteria. The
+# demo's own votes and labels leave these (physician, conversation) pairs out, so the tasks are open.
+DEMO_TASKS: dict[str, dict[str, tuple[int, ...]]] = {
+    "physician": {"rubric": (8,), "ideal_response": (9,), "consensus_vote": (4, 5), "label": (3, 6)},
+    "physician2": {"rubric": (9,), "ideal_response": (8,), "consensus_vote": (3, 7), "label": (2, 4)},
+}
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ class DemoSummary:
     grades: int
     votes: int
     labels: int
+    tasks: int = 0
 
 
 def _flip(salt: str, *parts: object, one_in: int) -> bool:
@@ -182,14 +192,41 @@ def demo_run_create(*, responses: list[DemoResponse]) -> tuple[Run, int]:
     return run, len(grades)
 
 
+def _task_conversations(kind: str) -> set[tuple[str, int]]:
+    """(username, conversation id) of the demo's open tasks of `kind`."""
+    prompt_ids = [json.loads(line)["prompt_id"] for line in DATASET.read_text().splitlines() if line.strip()]
+    ids = dict(Conversation.objects.filter(prompt_id__in=prompt_ids).values_list("prompt_id", "id"))
+    return {(user, ids[prompt_ids[line]]) for user, kinds in DEMO_TASKS.items() for line in kinds.get(kind, ())}
+
+
+def demo_tasks_create(*, physicians: list[Physician]) -> int:
+    """Give each demo physician a few open tasks of every kind (again: nothing new)."""
+    created = 0
+    for physician in physicians:
+        username = physician.user.get_username()
+        for kind in DEMO_TASKS.get(username, {}):
+            conversation_ids = [cid for user, cid in _task_conversations(kind) if user == username]
+            created += assignments_create(
+                kind=kind,
+                conversation_ids=sorted(conversation_ids),
+                physicians=[physician],
+                per_item=1,
+                assigned_by=None,
+            ).created
+    return created
+
+
 def demo_votes_create(*, physicians: list[Physician]) -> int:
-    """Both demo physicians agreed that each attached consensus criterion applies."""
+    """Both demo physicians agreed that each attached consensus criterion applies (not where they have a vote task)."""
     attached = Criterion.objects.filter(
         conversation__subsets__name=DEMO_SUBSET, consensus_criterion__isnull=False
     ).values_list("conversation_id", "consensus_criterion_id")
     count = 0
+    open_votes = _task_conversations(Assignment.Kind.CONSENSUS_VOTE)
     for conversation_id, consensus_criterion_id in attached:
         for physician in physicians:
+            if (physician.user.get_username(), conversation_id) in open_votes:
+                continue
             ConsensusVote.objects.update_or_create(
                 physician=physician,
                 conversation_id=conversation_id,
@@ -203,11 +240,14 @@ def demo_votes_create(*, physicians: list[Physician]) -> int:
 def demo_labels_create(*, physicians: list[Physician], responses: list[DemoResponse]) -> int:
     """Physician labels on the consensus criteria: the ground truth for the agreement report."""
     count = 0
+    open_labels = _task_conversations(Assignment.Kind.LABEL)
     for item in responses:
         for position, criterion in enumerate(_rubric(item.response.conversation_id)):
             if criterion.consensus_criterion_id is None:
                 continue
             for index, physician in enumerate(physicians):
+                if (physician.user.get_username(), item.response.conversation_id) in open_labels:
+                    continue
                 met = position in item.criteria_met
                 # The first physician labels as the responses' author judged them; the others
                 # disagree now and then, as real physicians do.
@@ -230,7 +270,8 @@ def demo_load(*, password: str) -> DemoSummary:
     physicians = [p for p in accounts if p.role == Physician.Role.PHYSICIAN]
     votes = demo_votes_create(physicians=physicians)
     labels = demo_labels_create(physicians=physicians, responses=responses)
-    return DemoSummary(accounts, password, dataset, len(responses), run, grades, votes, labels)
+    tasks = demo_tasks_create(physicians=physicians)
+    return DemoSummary(accounts, password, dataset, len(responses), run, grades, votes, labels, tasks)
 
 
 class Command(BaseCommand):
@@ -262,7 +303,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Demo dataset: {summary.dataset}.\n"
             f"Demo run '{summary.run.name}': {summary.responses} responses, {summary.grades} grades; "
-            f"{summary.votes} consensus votes, {summary.labels} physician labels."
+            f"{summary.votes} consensus votes, {summary.labels} physician labels; "
+            f"{summary.tasks} open tasks given to the demo physicians."
         )
         self.stdout.write(f"Demo accounts (password: {summary.password}):")
         for p in summary.accounts:
