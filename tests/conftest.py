@@ -2,6 +2,9 @@ from pathlib import Path
 
 import pytest
 
+# The browser walk's helpers assert on every page they check: let pytest explain their failures.
+pytest.register_assert_rewrite("tests.browser_walk")
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "healthbench-samples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
