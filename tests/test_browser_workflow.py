@@ -1,351 +1,255 @@
-"""Issue 13 walked in Chromium at 1366 and 390 px: nobody gets stuck, nothing destructive by surprise.
+"""Curators and researchers in Chromium at 1366 and 390 px, on the demo programme (`load_demo`).
 
-Each test follows one numbered case of the issue on the demo programme (`load_demo`) and
-checks, on every page it visits, that the document is no wider than the viewport.
-Screenshots of each role's home, editor and report pages at both widths go to
-test-artifacts/workflow/ for a reviewer.
+Each test follows numbered points of the curators' and researchers' side: pages that say what
+will happen before it happens (8: the assignment preview and its reasons, blinding through
+assignments (13), subsets of every kind, freezing, the endpoint form), the run form (9), no page
+wider than a phone (10), first use of the demo (11) and the disagreement review by cause (14);
+plus the earlier rules: refusals are pages of the site, changes preview and undo, Back shows the
+answer just given. Every page and state is checked for sideways scrolling and with axe-core
+(tests/browser_walk.py); screenshots go to test-artifacts/workflow/.
 """
 
-import os
-import re
+import json
 
 import pytest
-from django.core.management import call_command
-from django.db import connections
+from django.contrib.auth.models import User
 
 from annotation.models import Assignment, Conversation, Physician, Subset, SubsetMember
-from annotation.services.assignments import assignments_create
-from grading.models import Run
-from tests.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from grading.models import Endpoint, Run
+from tests.browser_walk import PASSWORD, WIDTHS, browser_marks
 
-PASSWORD = "pw-workflow"
-WIDTHS = [1366, 390]
-SHOTS = ARTIFACTS / "workflow"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="Debian's Chromium is not installed (apt-get install -y chromium)"
-    ),
-]
+pytest_plugins = ["tests.browser_walk"]
+pytestmark = browser_marks
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    """One browser for the whole module: starting Chromium costs more than most of these tests."""
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls between browser
-    # steps are plain synchronous code, so allow them.
-    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            yield browser
-            browser.close()
-    finally:
-        if before is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+def _preview(curator, kind: str, per_item: str = "2"):
+    page = curator.go("/curator/assignments/")
+    page.select_option("#id_kind", kind)
+    page.fill("#id_per_item", per_item)
+    page.click("#assign-form button[type=submit]")
+    page.wait_for_selector("#preview form button")
+    curator.check(f"preview of {kind}")
+    return page
 
 
-@pytest.fixture(autouse=True)
-def _close_connections():
-    yield
-    # ORM calls made while Playwright runs use a connection of their own; close it, or
-    # PostgreSQL refuses to drop the test database at the end of the session.
-    connections.close_all()
-
-
-@pytest.fixture
-def demo():
-    call_command("load_demo", password=PASSWORD, stdout=open(os.devnull, "w"))
-    return {p.user.username: p for p in Physician.objects.select_related("user")}
-
-
-class Visitor:
-    """One signed-in person in one browser window of a given width."""
-
-    def __init__(self, chromium, live_server, username: str, width: int):
-        self.width = width
-        self.base = live_server.url
-        self.username = username
-        self.context = chromium.new_context(viewport={"width": width, "height": 900})
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(10_000)
-        self.page.goto(self.base + "/login/")
-        self.page.fill("#id_username", username)
-        self.page.fill("#id_password", PASSWORD)
-        self.page.click("button[type=submit]")
-        self.page.wait_for_selector(f"text=Welcome, {username}")
-        self.fits()
-
-    def go(self, path: str):
-        self.page.goto(self.base + path)
-        self.fits()
-        return self.page
-
-    def fits(self) -> None:
-        """Nothing on the page is wider than the viewport."""
-        self.page.wait_for_load_state()
-        wide = self.page.evaluate("document.documentElement.scrollWidth")
-        assert wide <= self.width, f"{self.page.url} is {wide} px wide in a {self.width} px window"
-
-    def text(self, selector: str = "main") -> str:
-        return self.page.inner_text(selector)
-
-    def shot(self, name: str) -> None:
-        self.page.screenshot(path=str(SHOTS / f"{self.username}-{name}-{self.width}.png"), full_page=True)
-
-    def close(self) -> None:
-        self.context.close()
-
-
-@pytest.fixture
-def visit(chromium, live_server, demo):
-    opened = []
-
-    def open_as(username: str, width: int) -> Visitor:
-        visitor = Visitor(chromium, live_server, username, width)
-        opened.append(visitor)
-        return visitor
-
-    yield open_as
-    for visitor in opened:
-        visitor.close()
-
-
-def _assign(curator: Visitor, kind: str) -> str:
+@pytest.mark.parametrize("width", WIDTHS)
+def test_8_13_the_assignment_preview_says_what_will_happen_before_assign(visit, width):
+    curator = visit("curator", width)
     page = curator.go("/curator/assignments/")
     page.select_option("#id_kind", "ideal_response")
     assert page.locator("#id_condition").is_visible()
-    page.select_option("#id_kind", kind)
-    # What the physician is shown applies to ideal responses only: hidden for other kinds.
-    assert not page.locator("#id_condition").is_visible()
-    page.fill("#id_per_item", "2")
-    page.click("#assign-form button[type=submit]")
-    page.wait_for_selector("#preview form button")
-    curator.fits()
+    page = _preview(curator, "label")
+    preview = curator.text("#preview")
+    # Before anything is created: the tasks per physician, and every item left short with its reason.
+    assert "will be created over" in preview and "physician2:" in preview
+    assert "skipped physician, who still votes on its consensus criteria" in preview
+    assert "no consensus criterion is attached yet" in preview
+    curator.shot("assign-preview")
     page.click("#preview form button")
     page.wait_for_selector("#messages li")
-    curator.fits()
-    return curator.text("#messages")
+    message = curator.text("#messages")
+    assert "tasks created over" in message and "1 tasks" not in message and "1 items" not in message
+    # The form keeps its values, and the preview shows what is left.
+    assert page.input_value("#id_kind") == "label" and page.input_value("#id_per_item") == "2"
+    page.wait_for_selector("#preview form button")
+    curator.check("after assigning")
 
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_1_a_physician_is_never_left_with_an_impossible_labeling_task(visit, width):
-    curator = visit("curator", width)
-    assert "tasks created" in _assign(curator, "label")
-    message = _assign(curator, "rubric")
-    assert "open labeling tasks of the new rubric writers were withdrawn" in message
-    assert "Withdrawn tasks" in curator.text()
-
-    physician = visit("physician", width)
-    physician.go("/")
-    labels = physician.text("#tasks-label")
-    assert "Nothing assigned." in labels and "Start labeling" not in labels
-    assert "taken off your list" in labels
-    physician.shot("home")
-    physician.go("/labels/")
-    assert "Nothing left to label" in physician.text()
-
-    # The other order: labeling after the rubric says per conversation who was skipped and why.
-    message = _assign(curator, "label")
-    assert "0 tasks created" in message
-    assert re.search(r"skipped physician and physician2, who wrote or write its rubric", message)
-
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_2_refusals_are_pages_of_the_site_that_say_why(visit, width):
-    physician = visit("physician", width)
-    page = physician.go("/curator/subsets/")
-    assert "You cannot do this here" in physician.text()
-    assert "This page is not open to your role." in physician.text()
-    assert page.locator("header.top .brand").is_visible()
-    physician.go("/labels/00000000-0000-4000-8000-000000000000/")
-    assert "You have no such labeling item" in physician.text()
-    # A refused htmx request shows the refusal page too, instead of seeming to do nothing.
-    page = physician.go("/")
-    page.evaluate("htmx.ajax('GET', '/curator/subsets/', {target: '#messages'})")
-    page.wait_for_selector("text=You cannot do this here")
-    assert page.locator("header.top nav").is_visible()
-    physician.fits()
-
-    researcher = visit("researcher", width)
-    page = researcher.go("/metaeval/")
-    page.click("text=Compare the ticked runs")
+    # A rubric for labelers withdraws their labeling tasks; the table lists them ...
+    page = _preview(curator, "rubric")
+    page.click("#preview form button")
     page.wait_for_selector("#messages li")
-    researcher.fits()
-    assert page.url.endswith("/metaeval/")
-    assert "Tick at least one run to compare" in researcher.text()
+    assert "were withdrawn, because nobody labels responses against a rubric they wrote" in curator.text("#messages")
+    withdrawn = page.locator("#withdrawn tbody tr").count()
+    assert withdrawn > 0
+    curator.check("withdrawn tasks listed")
+    # ... until their items are given to someone else.
+    user = User.objects.create_user("physician3", password=PASSWORD)
+    Physician.objects.create(user=user, role=Physician.Role.PHYSICIAN, status=Physician.Status.ACTIVE)
+    page = _preview(curator, "label", per_item="1")
+    page.click("#preview form button")
+    page.wait_for_selector("#messages li")
+    assert page.locator("#withdrawn tbody tr").count() < withdrawn
+    curator.check("withdrawn tasks reassigned")
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_3_the_new_run_form_shows_errors_beside_fields_and_only_fields_that_apply(visit, width):
-    researcher = visit("researcher", width)
-    page = researcher.go("/runs/new/")
-    assert page.locator("#id_responses_from").is_visible()
-    assert not page.locator("#id_policy").is_visible()
-    researcher.shot("editor")
-    page.fill("#id_name", "")
-    page.click("button[value=estimate]")
-    page.wait_for_selector(".form-errors")
-    researcher.fits()
-    grader = page.locator(".field", has=page.locator("#id_grader"))
-    assert "This field is required." in grader.inner_text()
-    assert "see the messages beside them" not in researcher.text()
-    page.check("input[name=source][value=sample]")
-    assert page.locator("#id_policy").is_visible()
-    assert not page.locator("#id_responses_from").is_visible()
-    researcher.fits()
+def test_8_subsets_of_every_kind_and_a_freeze_that_asks_before_it_ends_the_undo(visit, width):
+    curator = visit("curator", width)
+    page = curator.go("/curator/subsets/")
+    assert "Consensus: rebuilt from the consensus criteria attached" in curator.text()
+    page.fill("#id_name", f"consensus-{width}")
+    page.check("input[name=kind][value=consensus]")
+    page.click("text=Create subset")
+    page.wait_for_url(f"**/curator/subsets/consensus-{width}/")
+    assert "(consensus)" in curator.text("h1")
+    assert "If it only adds, it applies at once" in curator.text()
+    curator.check("new consensus subset")
+    page.click("text=Rebuild from attached consensus criteria")
+    page.wait_for_selector("#messages li")
+    assert "You can undo this until the next freeze" in curator.text("#messages")
+    page.click("#freeze")
+    page.wait_for_selector("#freeze-confirm")
+    assert Subset.objects.get(name=f"consensus-{width}").versions.count() == 0
+    curator.wait_focus("#freeze-confirm h3")
+    curator.check("freeze asks first")
+    curator.shot("freeze-confirm")
+    page.click("#freeze-anyway")
+    page.wait_for_selector("#messages li")
+    assert "Frozen as version 1" in curator.text("#messages")
 
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_4_the_sign_check_catches_harmful_advice_and_leaves_real_negative_criteria_alone(visit, demo, width):
-    conversation = Conversation.objects.order_by("id").first()
-    assignments_create(
-        kind=Assignment.Kind.RUBRIC,
-        conversation_ids=[conversation.id],
-        physicians=[demo["physician"]],
-        per_item=1,
-        assigned_by=None,
-    )
-    physician = visit("physician", width)
-    page = physician.go(f"/conversations/{conversation.code}/rubric/")
-    for text, points in [
-        ("Recommends waiting to see if the pain passes.", "8"),
-        ("Suggests treating the symptoms as indigestion and taking an antacid.", "-10"),
-    ]:
-        page.fill("#id_new_text", text)
-        page.fill("#id_new_points", points)
-        page.select_option("#id_new_axis", "accuracy")
-        page.click("#add-criterion button[type=submit]")
-        page.wait_for_selector(f"#criteria li:has-text('{text[:30]}')")
-    physician.fits()
-    harmful = page.locator("#criteria li", has_text="Recommends waiting to see")
-    assert "harmful advice" in harmful.inner_text()
-    negative = page.locator("#criteria li", has_text="treating the symptoms as indigestion")
-    assert negative.locator(".warning").count() == 0
-    physician.shot("editor")
-
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_5_subset_changes_preview_confirm_and_undo(visit, width):
-    hard = Subset.objects.create(name="hard", kind=Subset.Kind.HARD)
+    # Removing members previews, confirms and undoes.
+    hard = Subset.objects.create(name=f"hard-{width}", kind=Subset.Kind.HARD)
     SubsetMember.objects.bulk_create([SubsetMember(subset=hard, conversation=c) for c in Conversation.objects.all()])
     before = list(hard.members.order_by("id").values_list("conversation_id", flat=True))
-    curator = visit("curator", width)
-    page = curator.go("/curator/subsets/hard/")
+    page = curator.go(f"/curator/subsets/hard-{width}/")
     page.select_option("#id_runs", "demo-run")
     page.fill("#id_n", "3")
     page.click("#hard-build button[type=submit]")
     page.wait_for_selector("#preview")
-    curator.fits()
-    assert f"remove {len(before) - 3}" in curator.text("#preview")
-    assert hard.members.count() == len(before)  # nothing happened yet
-    curator.shot("editor")
+    assert f"remove {len(before) - 3}" in curator.text("#preview") and hard.members.count() == len(before)
+    curator.check("hard build preview")
     page.click("#confirm")
     page.wait_for_selector("#messages li")
     assert hard.members.count() == 3
-    assert "You can undo this until the next freeze" in curator.text("#messages")
     page.click("#undo")
     page.wait_for_selector("#messages li")
-    curator.fits()
     assert list(hard.members.order_by("id").values_list("conversation_id", flat=True)) == before
-
-    Subset.objects.create(name="empty")
-    page = curator.go("/curator/subsets/empty/")
-    assert page.locator("#freeze").count() == 0 and "Add conversations before freezing" in curator.text()
-    first = Conversation.objects.order_by("id").first()
-    page.fill("#id_prompt_ids", f"{first.prompt_id}\nno-such-prompt")
-    page.click("form[action$='/pick/'] button")
-    page.wait_for_selector("#messages li")
-    curator.fits()
-    assert "1 added, 0 removed" in curator.text("#messages")
-    assert "Not found, so left out: no-such-prompt." in curator.text("#messages")
+    curator.check("undone")
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_6_back_after_labeling_shows_the_answer_just_given(visit, demo, width):
-    conversations = list(Conversation.objects.order_by("id").values_list("id", flat=True)[:2])
-    assignments_create(
-        kind=Assignment.Kind.LABEL,
-        conversation_ids=conversations,
-        physicians=[demo["physician"]],
-        per_item=1,
-        assigned_by=None,
-    )
-    total = Assignment.objects.filter(kind=Assignment.Kind.LABEL).count()
-    physician = visit("physician", width)
-    page = physician.go("/labels/")
-    first_url = page.url
-    page.click("button[value=yes]")
-    page.wait_for_url(lambda url: url != first_url)
-    page.wait_for_selector(f".label-progress:has-text('1 of {total} labeled')")
-    physician.shot("label")
-    page.go_back()
-    page.wait_for_url(first_url)
-    page.wait_for_selector(".label-progress:has-text('you labeled this item met')")
-    physician.fits()
-    assert f"1 of {total} labeled" in physician.text(".label-progress")
-    assert "chosen" in (page.get_attribute("button[value=yes]", "class") or "")
-
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_7_tasks_and_members_show_context_and_criteria_their_author(visit, demo, width):
-    conversation = Conversation.objects.order_by("id").first()
-    assignments_create(
-        kind=Assignment.Kind.CONSENSUS_VOTE,
-        conversation_ids=[conversation.id],
-        physicians=[demo["physician"]],
-        per_item=1,
-        assigned_by=None,
-    )
-    opening = " ".join(conversation.first_user_text().split()[:5])
-    physician = visit("physician", width)
-    physician.go("/")
-    assert opening in physician.text("#tasks-consensus_vote")
-
+def test_8_the_endpoint_form_refuses_a_temperature_on_a_reasoning_model(visit, width):
     curator = visit("curator", width)
-    page = curator.go("/curator/subsets/demo/")
-    assert opening in curator.text("#members")
-    page.click(f"#members a:has-text('{opening}')")
-    page.wait_for_selector("text=Written by")
-    curator.fits()
-    authors = curator.text(".rubric")
-    assert "dataset" in authors and "consensus" in authors
-    curator.shot("home-conversation")
+    page = curator.go("/endpoints/new/")
+    name_border = page.eval_on_selector("#id_name", "e => getComputedStyle(e).borderTopColor")
+    assert page.eval_on_selector("#id_base_url", "e => getComputedStyle(e).borderTopColor") == name_border
+    page.fill("#id_name", f"o-grader-{width}")
+    page.fill("#id_model", "o4-mini")
+    page.check("#id_reasoning")
+    page.fill("#id_temperature", "0.7")
+    page.click("button:has-text('Save')")
+    page.wait_for_selector(".form-errors")
+    assert "Reasoning models take no temperature" in curator.text(".form-errors")
+    field = page.locator(".errorlist", has_text="Reasoning models take no temperature")
+    assert field.count() == 1 and field.is_visible()
+    assert not Endpoint.objects.filter(name=f"o-grader-{width}").exists()
+    curator.check("temperature refused")
+    curator.shot("endpoint-form")
+    page.fill("#id_temperature", "")
+    page.uncheck("#id_reasoning")
+    page.fill("#id_model", "gpt-5-mini")
+    page.fill("#id_temperature", "0")
+    page.click("button:has-text('Save')")
+    page.wait_for_selector("#messages li")
+    assert "looks like a reasoning model, but Reasoning is not ticked" in curator.text("#messages")
+    curator.check("saved with a warning")
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_8_every_page_fits_the_window_and_the_navigation_folds_on_narrow_screens(visit, width):
+def test_9_the_run_form_puts_every_error_beside_its_field_on_the_first_submit(visit, width):
+    researcher = visit("researcher", width)
+    page = researcher.go("/runs/new/")
+    assert page.locator("#id_responses_from").is_visible() and not page.locator("#id_policy").is_visible()
+    page.fill("#id_name", "demo-run")
+    page.check("input[name=source][value=sample]")
+    assert page.locator("#id_policy").is_visible() and not page.locator("#id_responses_from").is_visible()
+    page.click("button[value=estimate]")
+    page.wait_for_selector(".form-errors")
+    for field, message in [
+        ("#id_name", "A run named 'demo-run' already exists"),
+        ("#id_policy", "Sampling needs a policy endpoint."),
+        ("#id_subset", "Sampling needs a subset."),
+        ("#id_grader", "This field is required."),
+    ]:
+        assert message in page.locator(".field", has=page.locator(field)).inner_text(), field
+    heading = researcher.text(".form-errors h2")
+    listed = page.locator(".form-errors li").count()
+    assert heading.startswith(f"Nothing was estimated: {listed} things to fix")
+    researcher.check("run form errors")
+    researcher.shot("run-form")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_10_11_first_use_every_page_fits_and_says_what_it_shows(visit, width):
     run = Run.objects.get(name="demo-run")
+    physician = visit("physician", width)
+    for kind in Assignment.Kind.values:
+        assert "to do" in physician.text(f"#tasks-{kind}"), kind
+    physician.shot("home")
+    vote = Assignment.objects.filter(physician__user__username="physician", kind="consensus_vote").first()
+    physician.go(f"/conversations/{vote.conversation.code}/votes/")
+    physician.go("/conversations/new/")
+    physician.go("/guidelines/")
+
     curator = visit("curator", width)
     nav = curator.page.locator("header.top nav")
     if width < 900:
         assert not nav.is_visible()
         curator.page.click(".menu-toggle")
         assert nav.is_visible()
+        curator.check("menu open")
     else:
         assert nav.is_visible() and not curator.page.locator(".menu-toggle").is_visible()
     curator.shot("home")
-    for path in ["/curator/consensus/", "/stats/", "/curator/subsets/", "/curator/assignments/", "/conversations/"]:
+    for path in ["/curator/consensus/", "/stats/", "/curator/subsets/", "/curator/physicians/", "/conversations/",
+                 "/curator/import/", "/endpoints/", "/guidelines/"]:  # fmt: skip
         curator.go(path)
-    curator.go("/curator/consensus/")
-    curator.shot("report")
 
     researcher = visit("researcher", width)
-    researcher.shot("home")
-    for path in ["/runs/", f"/runs/{run.code}/", "/reports/", "/metaeval/", f"/metaeval/report/?run={run.code}"]:
+    page = researcher.go("/runs/")
+    row = page.locator("tr", has_text="demo-run")
+    assert row.count() == 1 and "No grading runs yet" not in researcher.text()
+    assert "imported: no endpoint called" in row.inner_text() or run.grader_config is not None
+    for path in [f"/runs/{run.code}/", "/reports/", f"/reports/{run.code}/", "/metaeval/", "/endpoints/"]:
         researcher.go(path)
-    researcher.go(f"/reports/{run.code}/")
+    page = researcher.go(f"/metaeval/report/?run={run.code}")
+    explained = researcher.text("#reading-heading + dl")
+    assert "strict majority" in explained and "“undefined” beside a κ" in explained
     researcher.shot("report")
-    assert "± bootstrap std" in researcher.text()
 
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_14_the_disagreement_review_separates_an_ambiguous_criterion_from_a_wrong_grader(visit, width):
+    run = Run.objects.get(name="demo-run")
+    researcher = visit("researcher", width)
+    page = researcher.go(f"/metaeval/disagreements/?run={run.code}")
+    page.click(".review-tabs a:has-text('The criterion is ambiguous')")
+    page.wait_for_selector(".review-tabs a[aria-current=page]:has-text('ambiguous')")
+    assert "Physicians disagree among themselves" in researcher.text()
+    assert "Physicians' α" in researcher.text("#review-counts")
+    researcher.check("physicians split")
+    researcher.shot("review-split")
+    page.click(".review-tabs a:has-text('The grader is wrong')")
+    page.wait_for_selector(".review-tabs a[aria-current=page]:has-text('grader is wrong')")
+    researcher.check("grader against agreeing physicians")
+    overall = page.locator("#review-counts tbody tr").first.inner_text().split()
+    document = json.loads(page.request.get(f"{researcher.base}/metaeval/download.json?run={run.code}").text())
+    review = document["review"]
+    assert int(overall[2]) == review["physicians_split"]["counts"]["overall"]
+    assert int(overall[-1]) == review["grader_against_agreeing_physicians"]["counts"]["overall"]
+    csv = page.request.get(f"{researcher.base}/metaeval/download.csv?run={run.code}").text()
+    assert "items_physicians_split" in csv and "items_grader_against_agreeing_physicians" in csv
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_refusals_are_pages_of_the_site_and_back_shows_the_answer_just_given(visit, width):
     physician = visit("physician", width)
-    physician.go("/conversations/new/")
-    physician.shot("draft")
+    page = physician.go("/curator/subsets/")
+    assert "You cannot do this here" in physician.text() and "This page is not open to your role." in physician.text()
+    assert page.locator("header.top .brand").is_visible()
+    # A refused htmx request shows the refusal page too, instead of seeming to do nothing.
+    page = physician.go("/")
+    page.evaluate("htmx.ajax('GET', '/curator/subsets/', {target: '#messages'})")
+    page.wait_for_selector("text=You cannot do this here")
+    physician.check("refused htmx request")
+
+    # The demo gives the physician open labeling items.
+    page = physician.go("/labels/")
+    first_url = page.url
+    page.click("button[value=yes]")
+    page.wait_for_url(lambda url: url != first_url)
+    page.go_back()
+    page.wait_for_url(first_url)
+    page.wait_for_selector(".label-progress:has-text('you labeled this item met')")
+    assert page.get_attribute("button[value=yes]", "aria-pressed") == "true"
+    physician.check("back after labeling")
