@@ -108,7 +108,7 @@
   function currentRow() {
     var active = document.activeElement;
     var row = active && active.closest ? active.closest("[data-key-row]") : null;
-    return row || document.querySelector("[data-key-row].current") || null;
+    return row || null;
   }
 
   function moveRow(step) {
@@ -119,12 +119,6 @@
     var button = next.querySelector("button");
     if (button) button.focus();
   }
-
-  document.addEventListener("focusin", function (event) {
-    var row = event.target.closest ? event.target.closest("[data-key-row]") : null;
-    document.querySelectorAll("[data-key-row].current").forEach(function (r) { if (r !== row) r.classList.remove("current"); });
-    if (row) row.classList.add("current");
-  });
 
   function busy() {
     return document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling");

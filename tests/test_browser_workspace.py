@@ -118,7 +118,7 @@ def test_a_physician_writes_votes_and_labels_then_a_second_vote_attaches(
     expect(page.locator("#rubric-summary .total")).to_have_text("9")
     assert page.evaluate("window.__sameDocument") is True  # every step above was an htmx swap
     _shot(page, "03-rubric-three-criteria")
-    page.get_by_role("button", name="Submit rubric").click()
+    page.get_by_role("button", name="Submit and next").click()
     expect(page.locator(".messages")).to_contain_text("submitted")
     assert Assignment.objects.get(physician=world.owner, conversation=fresh).status == Assignment.Status.DONE
     assert Criterion.objects.filter(conversation=fresh, author=world.owner).count() == 3
