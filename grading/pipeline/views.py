@@ -7,6 +7,7 @@ progress fragment every two seconds with htmx while the run is active.
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -139,7 +140,8 @@ class RunForm(forms.Form):
     @property
     def error_count(self) -> int:
         """The lines of the summary above the form: one per field with errors, one per form-wide error."""
-        return sum(1 for name in self.errors if name != forms.forms.NON_FIELD_ERRORS) + len(self.non_field_errors())
+        fields = [name for name in self.errors if name != NON_FIELD_ERRORS]
+        return len(fields) + len(self.non_field_errors())
 
     def spec(self) -> RunSpec:
         data = self.cleaned_data
