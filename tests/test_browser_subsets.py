@@ -31,7 +31,7 @@ def test_a_curator_builds_freezes_and_exports_a_subset(browser, live_server, tmp
 
     page.check("input[name=themes][value=emergency_referrals]")
     page.click("text=Apply filter")
-    assert "Add 1 matches: 1 added, 0 removed" in page.inner_text("main")
+    assert "Add 1 match: 1 added, 0 removed" in page.inner_text("main")
     page.fill("#id_prompt_ids", "p-3")
     page.click("form[action$='/pick/'] button")
     assert "1 added, 0 removed" in page.inner_text("main")

@@ -189,12 +189,11 @@ def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
             has_cluster=has_cluster,
         ).values_list("id", flat=True)
     )
+    matches = f"{len(ids)} match{'' if len(ids) == 1 else 'es'}"
     if data["mode"] == "replace":
-        plan = subset_plan_set(
-            subset=subset, conversation_ids=ids, action=f"Replace the members with {len(ids)} matches"
-        )
+        plan = subset_plan_set(subset=subset, conversation_ids=ids, action=f"Replace the members with {matches}")
     else:
-        plan = subset_plan_add(subset=subset, conversation_ids=ids, action=f"Add {len(ids)} matches")
+        plan = subset_plan_add(subset=subset, conversation_ids=ids, action=f"Add {matches}")
     return _change(request, subset, plan)
 
 
