@@ -73,16 +73,16 @@ class Progress:
         graded as they are, so a reader must know they are there."""
         parts = []
         if self.truncated_samples:
+            n = self.truncated_samples
             limit = f" of {self.output_limit:,} tokens" if self.output_limit else ""
             parts.append(
-                f"{self.truncated_samples:,} sample{'s were' if self.truncated_samples != 1 else ' was'} cut off at the "
-                f"output limit{limit} and {'are' if self.truncated_samples != 1 else 'is'} graded as far as "
-                f"{'they' if self.truncated_samples != 1 else 'it'} went (raise the policy endpoint's output limit "
-                "to avoid it)"
+                f"{n:,} {'samples were' if n != 1 else 'sample was'} cut off at the output limit{limit} and "
+                f"{'are' if n != 1 else 'is'} graded as far as {'they' if n != 1 else 'it'} went (raise the policy "
+                "endpoint's output limit to avoid it)"
             )
         if self.refused_samples:
-            parts.append(f"{self.refused_samples:,} refusal{'s' if self.refused_samples != 1 else ''} by the policy model, "
-                         "graded as its answer")  # fmt: skip
+            n = self.refused_samples
+            parts.append(f"{n:,} {'refusals' if n != 1 else 'refusal'} by the policy model, graded as its answer")
         return "; ".join(parts) + ("." if parts else "")
 
     @property
