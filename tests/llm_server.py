@@ -41,7 +41,8 @@ is ``cache_min_tokens`` long. Replies validate against the openai package's own 
 either for the next requests in order (:meth:`LLMServer.inject`) or per prompt, by a marker
 in the criterion text: ``fault:KIND:N`` makes the first N requests of that very prompt fail
 with KIND, so a retried item meets the same faults whatever the order of arrival. KIND is
-one of ``429`` (with Retry-After), ``quota`` (429 ``insufficient_quota``), ``500``, ``slow``
+one of ``429`` (with Retry-After), ``quota`` (429 ``insufficient_quota``), ``too_long`` (400
+``context_length_exceeded``, a fault of that one call), ``500``, ``slow``
 (answers after ``slow_seconds``, longer than the client's timeout), ``malformed`` (no JSON),
 ``non_boolean`` (``"criteria_met": "yes"``), ``refusal`` (the grader refuses), ``verbose``
 (about 300 tokens of musing before the verdict, so a smaller output limit cuts it off) and
@@ -77,7 +78,7 @@ from tests.llm_shapes import (
 NEED = re.compile(r"need:(\w+)")
 FAULT = re.compile(r"fault:(\w+):(\d+)")
 SAY = re.compile(r"say:((?:\s*\w+)+)")
-KINDS = {"429", "quota", "500", "slow", "malformed", "non_boolean", "refusal", "verbose", "reset"}
+KINDS = {"429", "quota", "too_long", "500", "slow", "malformed", "non_boolean", "refusal", "verbose", "reset"}
 REASONING_MODEL = re.compile(r"reasoning|^(o1|o3|o4|gpt-5)")
 REASONING_TOKENS = {"none": 0, "minimal": 0, "low": 64, "medium": 192, "high": 512, "xhigh": 1024, "max": 2048, "": 128}
 MUSING = "Let me weigh this criterion against the reply carefully. " * 21  # about 300 tokens
@@ -276,6 +277,11 @@ class LLMServer:
             return 429, headers, error
         if fault == "quota":
             return quota_error()
+        if fault == "too_long":
+            return api_error(
+                400, "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
+                param="messages", code="context_length_exceeded",
+            )  # fmt: skip
         if fault == "500":
             return 500, {}, {"error": {"message": "The server had an error", "type": "server_error"}}
         if fault == "slow":
