@@ -270,7 +270,7 @@ class LLMServer:
         if self.latency:
             time.sleep(self.latency)
         if fault == "429":
-            error = {"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}}
+            _, _, error = api_error(429, "Rate limit reached for requests", kind="requests", code="rate_limit_exceeded")
             headers = rate_limit_headers(requests_left=0, tokens_left=0, reset_seconds=self.retry_after)
             if self.send_retry_after:
                 headers["Retry-After"] = f"{self.retry_after:g}"
@@ -283,7 +283,7 @@ class LLMServer:
                 param="messages", code="context_length_exceeded",
             )  # fmt: skip
         if fault == "500":
-            return 500, {}, {"error": {"message": "The server had an error", "type": "server_error"}}
+            return api_error(500, "The server had an error", kind="server_error")
         if fault == "slow":
             time.sleep(self.slow_seconds)
         if fault == "reset":
@@ -312,7 +312,8 @@ class LLMServer:
         prompt_tokens = max(1, len(prompt) // 4)
         cached = self._cached_tokens(prompt)
         writes = self._cache_writes(prompt, cached)
-        completion_tokens = max(1, len(refusal or content) // 4) + reasoning
+        said = refusal or content
+        completion_tokens = (max(1, len(said) // 4) if said else 0) + reasoning
         headers = rate_limit_headers(requests_left=9_999, tokens_left=29_999_000, reset_seconds=0.006)
         if responses:
             usage = responses_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
