@@ -354,3 +354,19 @@ def test_every_reasoning_effort_of_the_specification_is_sent(llm_server, effort,
     outcome = run_loop(ask_grader(point, MET_PROMPT, limiter=NO_LIMIT, policy=FAST))
     assert outcome.met is True and outcome.reasoning_tokens == tokens
     assert llm_server.requests[-1][1]["reasoning_effort"] == effort
+
+
+def test_an_empty_answer_is_a_failed_sample_never_an_empty_response(llm_server, monkeypatch):
+    # What a gateway that drops the refusal field sends: no content, no refusal, "stop".
+    from tests import llm_server as server_module
+
+    monkeypatch.setattr(server_module, "REFUSAL", "")
+    monkeypatch.setattr(server_module, "policy_reply", lambda messages: ("", None))
+    run = grade_all(sampled_run(llm_server, conversations_saying("", "")))
+    assert not Response.objects.filter(run=run).exists()
+    failures = SampleFailure.objects.filter(run=run)
+    assert failures.count() == 2 and set(failures.values_list("attempts", flat=True)) == {1}
+    assert failures.first().error.startswith(
+        "the endpoint's answer is empty: the answer holds no text (finish_reason stop)"
+    )
+    assert run.status == Run.Status.FAILED  # nothing to grade

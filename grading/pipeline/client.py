@@ -13,7 +13,8 @@ what each one means:
   resolve, a redirect (never followed: the key stays with the endpoint's own origin),
   401/403/404, an exhausted quota (also as a 429), a 400 that rejects a parameter or the
   model, however a gateway wraps it.
-* Other 4xx: not retried; that one call fails.
+* Other 4xx, and a reply with no text at all (no refusal, not cut off): not retried; that
+  one call fails.
 * ``FailureWatch.limit`` failures in a row of the same kind: the watch trips too. Every
   failed request counts (a rate limit only when the call gives up on it), and so does every
   grade that fails for its answer (a refusal, an answer cut off, an unreadable one).
@@ -45,7 +46,7 @@ import openai
 from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.grader_prompt import MalformedAnswer, parse_answer
 from grading.pipeline.provider_errors import Action, read_error
-from grading.pipeline.replies import NotACompletion, Reply, parse_reply
+from grading.pipeline.replies import EmptyAnswer, NotACompletion, Reply, parse_reply
 from grading.pipeline.request_shape import CHARS_PER_TOKEN, GRADE_SCHEMA, request_body
 from healthbench_web.redact import redact
 
@@ -310,6 +311,8 @@ async def chat(
             failure = _status_failure(exc, endpoint)
         except openai.APIConnectionError as exc:  # timeouts included
             failure = _transport_failure(exc, endpoint)
+        except EmptyAnswer as exc:
+            failure = _Failure(f"the endpoint's answer is empty: {exc}", "empty answer", Action.FAIL)
         except NotACompletion as exc:
             failure = _Failure(
                 redact(f"the endpoint's answer is not a completion: {exc}", _keys(endpoint)),

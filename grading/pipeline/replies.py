@@ -15,8 +15,8 @@ of it:
 
 A refusal's words are the reply's text (what a user would read), marked ``refused``. A reply
 cut off at its output limit keeps the text it has, marked ``truncated``. A reply with no
-text at all, and neither mark, is no completion (:class:`NotACompletion`): it is asked again
-rather than graded as an empty answer.
+text at all, and neither mark, is a failed call (:class:`EmptyAnswer`), never graded as an
+empty answer; a body that is no completion at all (:class:`NotACompletion`) is asked again.
 
 Usage comes back under each API's own names, with the tokens the prompt cache served
 (``cached_tokens``), the tokens written to it where the provider reports them
@@ -49,6 +49,12 @@ class Reply:
 
 class NotACompletion(ValueError):
     """A 200 whose body is not a completion of the API asked, or holds no answer at all."""
+
+
+class EmptyAnswer(NotACompletion):
+    """A completion with no text, no refusal and no sign of a cut-off. Asking again rarely
+    helps (a gateway that drops refusals, as LiteLLM 1.79 does with Chat Completions' refusal
+    field, sends this for every refusal), so the call fails with this reason."""
 
 
 def _int(value: Any) -> int:
@@ -88,7 +94,10 @@ def _chat(data: dict, attempts: int) -> Reply:
     if not isinstance(content, str) or not isinstance(refusal, str):
         raise NotACompletion("the message's content is not text")
     if not (content or refusal or refused or truncated):
-        raise NotACompletion(f"the answer holds no text (finish_reason {finish or 'missing'})")
+        raise EmptyAnswer(
+            f"the answer holds no text (finish_reason {finish or 'missing'}); a gateway in between may have "
+            "dropped a refusal"
+        )
     usage = data.get("usage") or {}
     prompt_details = _details(usage, "prompt_tokens_details")
     return Reply(
@@ -125,7 +134,7 @@ def _responses(data: dict, attempts: int) -> Reply:
     truncated = reason == "max_output_tokens"
     content = "".join(texts) or "".join(refusals)
     if not (content or refused or truncated):
-        raise NotACompletion("the answer holds no output text")
+        raise EmptyAnswer("the answer holds no output text")
     usage = data.get("usage") or {}
     input_details = _details(usage, "input_tokens_details")
     return Reply(
