@@ -1,5 +1,6 @@
 """pyproject.toml declares the same direct dependencies, at the same pins, as the lock inputs
-(requirements.in, requirements-dev.in), and every locked line carries a hash."""
+(requirements.in, requirements-dev.in, requirements-litellm.in), and every locked line carries
+a hash."""
 
 import re
 import tomllib
@@ -20,10 +21,11 @@ def test_pyproject_declares_the_runtime_and_dev_pins_of_the_lock_inputs():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["dependencies"] == _pins(REPO / "requirements.in")
     assert project["optional-dependencies"]["dev"] == _pins(REPO / "requirements-dev.in")
+    assert project["optional-dependencies"]["litellm-gateway"] == _pins(REPO / "requirements-litellm.in")
 
 
 def test_every_locked_requirement_has_a_hash():
-    for name in ("requirements.txt", "requirements-dev.txt"):
+    for name in ("requirements.txt", "requirements-dev.txt", "requirements-litellm.txt"):
         text = (REPO / name).read_text()
         requirements = re.findall(r"^([A-Za-z0-9_.\-\[\]]+==\S+)(.*)$", text, flags=re.M)
         assert requirements, name
