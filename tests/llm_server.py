@@ -36,8 +36,10 @@ the grader's answer is then the bare JSON object. Usage carries
 ``prompt_tokens_details.cached_tokens`` and ``completion_tokens_details.reasoning_tokens``
 (``input_tokens_details`` / ``output_tokens_details`` on Responses), from a prefix cache
 that, like OpenAI's, serves a prompt's longest seen prefix in steps of 128 tokens once it
-is ``cache_min_tokens`` long. Replies validate against the openai package's own types
-(tests/test_llm_server.py). Faults are injected
+is ``cache_min_tokens`` long, and ``cache_write_tokens`` for the cacheable prefix it adds.
+Replies validate against the openai package's own types (tests/test_endpoint_contracts.py)
+and against schemas from the OpenAI specification (tests/test_llm_server_replies.py). Faults
+are injected
 either for the next requests in order (:meth:`LLMServer.inject`) or per prompt, by a marker
 in the criterion text: ``fault:KIND:N`` makes the first N requests of that very prompt fail
 with KIND, so a retried item meets the same faults whatever the order of arrival. KIND is

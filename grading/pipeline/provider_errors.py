@@ -174,6 +174,8 @@ def _object_at(text: str, start: int) -> tuple[object, int]:
 
 
 def _error_fields(body: object) -> Mapping:
+    if isinstance(body, str):  # a body that is not JSON: its text is the message
+        return {"message": body}
     if isinstance(body, Mapping):
         inner = body.get("error", body)
         if isinstance(inner, Mapping):
