@@ -46,8 +46,8 @@ if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_wanted" ]; then
     # --require-hashes: every file pip downloads must match a hash in the locks, so a
     # replaced or tampered upload fails the install instead of running. It needs every line
     # of both files pinned with ==, hashed, and with all dependencies listed, which is what
-    # pip-compile --generate-hashes --allow-unsafe writes. Packages in both locks carry the
-    # same version (requirements-dev.in is constrained by requirements.txt).
+    # pip-compile --generate-hashes --allow-unsafe writes (scripts/lock). Packages in both locks
+    # carry the same version (requirements-dev.txt is compiled with requirements.txt as a constraint).
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
         -r requirements.txt -r requirements-dev.txt
     # Cheap, and catches a lock that was edited by hand into an inconsistent set.

@@ -1,27 +1,40 @@
-"""pyproject.toml declares the same direct dependencies, at the same pins, as the lock inputs
-(requirements.in, requirements-dev.in, requirements-litellm.in), and every locked line carries
-a hash."""
+"""pyproject.toml is the one place where direct dependencies are pinned; the locks are made
+from it, carry a hash on every line, and hold each direct pin at its version; and code imports
+only packages that are direct dependencies, never one that arrives as another's dependency."""
 
+import ast
 import re
+import sys
 import tomllib
+from importlib.metadata import packages_distributions
 
 from tests.conftest import REPO
 
 
-def _pins(path) -> list[str]:
-    pins = []
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line and not line.startswith("-"):
-            pins.append(line)
+def canonicalize_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pins(lines: list[str]) -> dict[str, str]:
+    """name -> version of `name[extras]==version` lines; every direct dependency is pinned so."""
+    pins = {}
+    for line in lines:
+        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)(?:\[[a-z0-9_,\-]+\])?==(\S+)", line)
+        assert match, f"pyproject.toml: {line!r} is not an exact pin"
+        pins[canonicalize_name(match[1])] = match[2]
     return pins
 
 
-def test_pyproject_declares_the_runtime_and_dev_pins_of_the_lock_inputs():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["dependencies"] == _pins(REPO / "requirements.in")
-    assert project["optional-dependencies"]["dev"] == _pins(REPO / "requirements-dev.in")
-    assert project["optional-dependencies"]["litellm-gateway"] == _pins(REPO / "requirements-litellm.in")
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+RUNTIME = _pins(PROJECT["dependencies"])
+DEV = _pins(PROJECT["optional-dependencies"]["dev"])
+# Our packages, and the benchmarks' name for a simple-evals checkout loaded at run time.
+OURS = {"annotation", "grading", "healthbench_web", "tests", "bench", "simple_evals_reference"}
+
+
+def _locked(name: str) -> dict[str, str]:
+    text = (REPO / name).read_text()
+    return {canonicalize_name(m[1]): m[2] for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+)", text, flags=re.M)}
 
 
 def test_every_locked_requirement_has_a_hash():
@@ -32,3 +45,61 @@ def test_every_locked_requirement_has_a_hash():
         for requirement, rest in requirements:
             assert rest.strip() == "\\", f"{name}: {requirement} has no --hash lines"
         assert text.count("--hash=sha256:") >= len(requirements)
+
+
+def test_the_locks_are_made_from_pyproject_and_hold_its_pins():
+    assert not list(REPO.glob("requirements*.in")), "pins live in pyproject.toml only"
+    runtime, dev = _locked("requirements.txt"), _locked("requirements-dev.txt")
+    for name in ("requirements.txt", "requirements-dev.txt"):
+        assert "pyproject.toml" in (REPO / name).read_text().split("\n\n", 1)[0], f"{name} is not made from it"
+    for name, version in RUNTIME.items():
+        assert runtime.get(name) == version and dev.get(name) == version, name
+    for name, version in DEV.items():
+        assert dev.get(name) == version, name
+    # The dev lock is constrained by the runtime lock: every package they share has one version.
+    assert {name: dev[name] for name in runtime} == runtime
+
+
+def test_the_gateway_tests_lock_holds_its_pin_and_none_of_the_products():
+    # Locked alone, for a virtualenv of its own: the product's pins are not in it.
+    gateway = _pins(PROJECT["optional-dependencies"]["litellm-gateway"])
+    locked = _locked("requirements-litellm.txt")
+    assert gateway and all(locked.get(name) == version for name, version in gateway.items())
+    assert "django" not in locked and "celery" not in locked
+
+
+def _imported_packages(folder: str) -> dict[str, str]:
+    """Top-level names of third-party modules imported anywhere under `folder`, with a file each."""
+    found = {}
+    for path in (REPO / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in OURS:
+                    found.setdefault(top, str(path.relative_to(REPO)))
+    return found
+
+
+def _undeclared(folders: tuple[str, ...], declared: dict[str, str]) -> list[str]:
+    owners = packages_distributions()
+    problems = []
+    for folder in folders:
+        for module, where in sorted(_imported_packages(folder).items()):
+            distributions = {canonicalize_name(d) for d in owners.get(module, [])}
+            if not distributions & set(declared):
+                problems.append(f"{where} imports {module} (from {sorted(distributions) or 'nothing installed'})")
+    return problems
+
+
+def test_the_application_imports_only_its_runtime_dependencies():
+    assert _undeclared(("annotation", "grading", "healthbench_web"), RUNTIME) == []
+
+
+def test_tests_and_benchmarks_import_only_direct_dependencies():
+    assert _undeclared(("tests", "bench"), RUNTIME | DEV) == []
