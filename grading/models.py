@@ -71,13 +71,13 @@ class ApiStyle(models.TextChoices):
 class ReasoningEffort(models.TextChoices):
     """The values of the OpenAI API's ReasoningEffort (openapi.yaml 2.3.0), or none sent."""
 
-    NOT_SENT = "", "not sent"
-    NONE = "none"
+    NOT_SENT = "", "not sent (the model's default)"
+    NONE = "none", "none (no reasoning)"
     MINIMAL = "minimal"
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
-    XHIGH = "xhigh", "Extra high"
+    XHIGH = "xhigh"
     MAX = "max"
 
 
