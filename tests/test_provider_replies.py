@@ -370,3 +370,17 @@ def test_an_empty_answer_is_a_failed_sample_never_an_empty_response(llm_server, 
         "the endpoint's answer is empty: the answer holds no text (finish_reason stop)"
     )
     assert run.status == Run.Status.FAILED  # nothing to grade
+
+
+@pytest.mark.parametrize("effort", ["none", "minimal", "xhigh", "max"])
+def test_a_curator_can_choose_every_reasoning_effort_of_the_specification(effort):
+    client = Client()
+    client.force_login(person(f"curator-{effort}", Physician.Role.CURATOR))
+    form = {
+        "name": f"r-{effort}", "api_style": "chat", "model": "o4-mini", "key_variable": "OPENAI_API_KEY",
+        "reasoning": "on", "reasoning_effort": effort, "temperature": "0", "max_output_tokens": "4096",
+        "timeout_seconds": "60",
+    }  # fmt: skip
+    response = client.post(reverse("endpoint_new"), form)
+    assert response.status_code == 302, response.content.decode()
+    assert Endpoint.objects.get(name=f"r-{effort}").reasoning_effort == effort
