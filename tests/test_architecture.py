@@ -17,6 +17,8 @@ PURE = [
     "grading.metaeval.agreement",
     "grading.pipeline.grader_prompt",
     "grading.pipeline.request_shape",
+    "grading.pipeline.replies",
+    "grading.pipeline.provider_errors",
     "grading.pipeline.cost",
     "annotation.rubric_checks",
     "annotation.formats.rubric_merge",
