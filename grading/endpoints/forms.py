@@ -70,7 +70,11 @@ class EndpointForm(forms.ModelForm):
         data = super().clean() or {}
         self.warnings: list[str] = []
         if data.get("reasoning"):
-            if data.get("temperature") is not None:
+            temperature = data.get("temperature")
+            if temperature == 0:
+                # The field's default, as the blank form shows it: nothing was chosen, so nothing is sent.
+                data["temperature"] = None
+            elif temperature is not None:
                 # Reasoning models reject a temperature with a 400: say so rather than drop it unseen.
                 self.add_error(
                     "temperature",
