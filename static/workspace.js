@@ -38,11 +38,15 @@
     return element;
   }
 
+  function answered(row) {
+    return !!row.querySelector("button.chosen") || row.classList.contains("cant");
+  }
+
   function nextBallotRow(row) {
     var rows = Array.prototype.slice.call(document.querySelectorAll(".ballot-row"));
     var after = rows.slice(rows.indexOf(row) + 1).concat(rows.slice(0, rows.indexOf(row)));
     for (var i = 0; i < after.length; i++) {
-      if (!after[i].querySelector("button.chosen")) return after[i].querySelector("button.choice");
+      if (!answered(after[i])) return after[i].querySelector("button.choice");
     }
     return document.querySelector("[data-next-task]");
   }
@@ -136,7 +140,13 @@
     var selector = '[data-key="' + key + '"]';
     var row = currentRow();
     var control = (row && row.querySelector(selector)) || document.querySelector("main " + selector + ":not([data-key-row] *)");
-    if (!control && !row) control = document.querySelector("main [data-key-row] " + selector);
+    if (!control && !row) {
+      // No criterion has the focus: the key answers the first one still open.
+      var open = Array.prototype.filter.call(document.querySelectorAll("main [data-key-row]"), function (r) {
+        return !answered(r);
+      })[0];
+      control = open ? open.querySelector(selector) : null;
+    }
     if (!control) return;
     event.preventDefault();
     if (control.tagName === "DETAILS") {

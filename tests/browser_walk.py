@@ -51,6 +51,7 @@ def chromium() -> Iterator:
     before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     SHOTS.mkdir(parents=True, exist_ok=True)
+    Checked.states, Checked.axe_seconds = [], 0.0
     started = time.monotonic()
     try:
         with sync_playwright() as playwright:

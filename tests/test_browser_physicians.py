@@ -275,6 +275,9 @@ def test_ten_vote_tasks_without_the_mouse(visit, demo, width):
         for row in range(rows):
             page.keyboard.press("a" if row % 2 == 0 else "d")
             page.wait_for_selector(f"#vote-progress:has-text('{row + 1} of {rows} voted')")
+            if row + 1 < rows:
+                # The focus moves on to the next criterion, as a keyboard user hears it.
+                physician.wait_focus(f".ballot-row:nth-child({row + 2}) button.choice")
         assert "Next task" in physician.wait_focus("a[data-next-task]")
         if done in (0, 9):
             physician.check(f"ballot {done + 1} done by keys")
