@@ -8,7 +8,6 @@ import pytest
 
 from tests.conftest import REPO
 
-
 DEFAULT_PRINT = (
     "print(settings.DATABASES['default']['ENGINE'], settings.CONSENSUS_MIN_AGREE, settings.CELERY_BROKER_URL)"
 )
