@@ -57,9 +57,7 @@ HSTS = "print(settings.SECURE_HSTS_SECONDS, settings.SECURE_HSTS_INCLUDE_SUBDOMA
 def test_hsts_covers_subdomains_and_preload_unless_a_shared_domain_turns_them_off(tmp_path):
     production = {"DEBUG": "0", "SECRET_KEY": "x" * 60}
     assert _load_settings(tmp_path, HSTS, **production).stdout.split() == ["31536000", "True", "True"]
-    shared = _load_settings(
-        tmp_path, HSTS, SECURE_HSTS_INCLUDE_SUBDOMAINS="0", SECURE_HSTS_PRELOAD="0", **production
-    )
+    shared = _load_settings(tmp_path, HSTS, SECURE_HSTS_INCLUDE_SUBDOMAINS="0", SECURE_HSTS_PRELOAD="0", **production)
     assert shared.stdout.split() == ["31536000", "False", "False"], shared.stderr
     bad = _load_settings(tmp_path, HSTS, SECURE_HSTS_PRELOAD="sometimes", **production)
     assert "SECURE_HSTS_PRELOAD='sometimes' is not a boolean" in bad.stderr
