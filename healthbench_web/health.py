@@ -20,13 +20,13 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib.staticfiles.storage import ManifestFilesMixin, staticfiles_storage
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from healthbench_web.celery import app as celery_app
+from healthbench_web.celery import broker_ping
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ def _static_files() -> str | None:
 def _cache() -> str | None:
     if "RedisCache" not in settings.CACHES["default"]["BACKEND"]:
         return None  # the process's own memory: nothing that can be down
+    cache = caches["strict"]  # the default alias would take an outage for a miss
     key, token = f"healthz:{uuid.uuid4().hex}", uuid.uuid4().hex
     cache.set(key, token, timeout=10)
     if cache.get(key) != token:
@@ -67,12 +68,8 @@ def _cache() -> str | None:
 
 
 def _broker() -> str | None:
-    url = settings.CELERY_BROKER_URL
-    if url.startswith(("filesystem://", "memory://")):
-        return None  # folders on this machine (or this process): nothing that can be down
-    with celery_app.connection_for_write(connect_timeout=TIMEOUT_SECONDS) as conn:
-        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=TIMEOUT_SECONDS)
-    return url.split("://", 1)[0]
+    # Folders on this machine (or this process' memory) give None: nothing that can be down.
+    return broker_ping(TIMEOUT_SECONDS)
 
 
 CHECKS: dict[str, Callable[[], str | None]] = {

@@ -153,15 +153,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # maxmemory-policy volatile-lru, as docker-compose.yml does, so only cache keys are evicted).
 CACHE_URL = env_url("CACHE_URL", env_str("REDIS_URL", ""), schemes=("redis", "rediss"))
 CACHE_KEY_PREFIX = env_str("CACHE_KEY_PREFIX", "healthbench")
+# Two aliases of the same store. "default" holds what can be computed again, and treats a Redis
+# outage as an empty cache (healthbench_web/forgiving_cache.py), so pages keep working. "strict"
+# raises the error, for what must notice the outage: /healthz/ and the API limits' counts.
 if CACHE_URL:
+    _redis_cache = {
+        "LOCATION": CACHE_URL,
+        "KEY_PREFIX": CACHE_KEY_PREFIX,
+        # A Redis outage should cost a request milliseconds (a refused connection) or at most
+        # seconds (an unanswered one), not hang it; the health check says why.
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
+    }
     CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": CACHE_URL,
-            "KEY_PREFIX": CACHE_KEY_PREFIX,
-            # A Redis outage should fail a request in seconds (the health check says why), not hang it.
-            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 5},
-        }
+        "default": {"BACKEND": "healthbench_web.forgiving_cache.ForgivingRedisCache", **_redis_cache},
+        "strict": {"BACKEND": "django.core.cache.backends.redis.RedisCache", **_redis_cache},
     }
 else:
     CACHES = {
@@ -172,6 +177,8 @@ else:
             "OPTIONS": {"MAX_ENTRIES": 100},
         }
     }
+    # The same process memory under both names (one LOCATION): nothing here can be down.
+    CACHES["strict"] = CACHES["default"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -180,8 +187,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Sessions are read on every page: keep them in the process cache, backed by the database.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# Sessions live in the database alone: a cached_db session raises when Redis is down, which
+# would log every user out of every page (one indexed read per request is cheap).
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
