@@ -7,6 +7,7 @@ run on PostgreSQL and Redis; set DEBUG=0 plus SECRET_KEY and ALLOWED_HOSTS for p
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "annotation",
     "grading",
 ]
@@ -87,6 +89,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "healthbench_web.middleware.StyledNotFound",
+    # Last, as django-axes asks: turns a locked-out login into its refusal page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "healthbench_web.urls"
@@ -186,6 +190,26 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# --- Failed logins ---------------------------------------------------------------------------
+# django-axes counts failed logins (login page and /api/token/) per account and, separately, per
+# client address, in the database, so the limit holds while Redis is down. After
+# LOGIN_FAILURE_LIMIT failures that account or address cannot log in, even with the right
+# password, until LOGIN_LOCKOUT_MINUTES after its last failure (tries while paused do not extend
+# it); a curator lifts it sooner by deleting its row in the admin's Access attempts.
+# healthbench_web/login_limits.py gives the address (API_NUM_PROXIES) and the refusal page.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_CLIENT_IP_CALLABLE = "healthbench_web.login_limits.client_address"
+AXES_LOCKOUT_CALLABLE = "healthbench_web.login_limits.lockout_response"
 
 # Sessions live in the database alone: a cached_db session raises when Redis is down, which
 # would log every user out of every page (one indexed read per request is cheap).
