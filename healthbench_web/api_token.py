@@ -2,6 +2,8 @@
 and failed passwords count towards the same per-account and per-address lockout as the login
 page (healthbench_web/login_limits.py), which answers here as a JSON 429."""
 
+from collections.abc import Mapping
+
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.request import Request
@@ -24,7 +26,8 @@ class TokenView(ObtainAuthToken):
             # django-axes marks the request when it refused the password check (locked out, or
             # this failure reached the limit); otherwise it is a plain wrong password.
             if getattr(request, "axes_locked_out", False):
-                return Response({"detail": refusal(request._request, request.data)}, status=429)
+                data = request.data if isinstance(request.data, Mapping) else {}
+                return Response({"detail": refusal(request._request, data)}, status=429)
             raise
 
 

@@ -9,6 +9,7 @@ again, or for the API a JSON 429.
 """
 
 import math
+from collections.abc import Mapping
 
 from django.conf import settings
 from django.db.models import Max, Q
@@ -22,7 +23,7 @@ def client_address(request: HttpRequest) -> str:
     X-Forwarded-For (trusting the header without a proxy would let anyone pick their own)."""
     remote = request.META.get("REMOTE_ADDR", "")
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR")
-    proxies = settings.REST_FRAMEWORK["NUM_PROXIES"]
+    proxies = int(settings.REST_FRAMEWORK["NUM_PROXIES"])
     if not proxies or not forwarded:
         return remote
     addresses = forwarded.split(",")
@@ -42,8 +43,8 @@ def minutes_left(username: str, address: str) -> int:
     return max(1, math.ceil((ends - timezone.now()).total_seconds() / 60))
 
 
-def refusal(request: HttpRequest, credentials: dict | None) -> str:
-    username = (credentials or {}).get("username") or request.POST.get("username", "")
+def refusal(request: HttpRequest, credentials: Mapping | None) -> str:
+    username = str((credentials or {}).get("username") or request.POST.get("username", ""))
     minutes = minutes_left(username, client_address(request))
     return (
         f"Too many failed logins for this account or from this address: logging in is paused. "
