@@ -23,7 +23,7 @@ def client_address(request: HttpRequest) -> str:
     X-Forwarded-For (trusting the header without a proxy would let anyone pick their own)."""
     remote = request.META.get("REMOTE_ADDR", "")
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR")
-    proxies = int(settings.REST_FRAMEWORK["NUM_PROXIES"])
+    proxies = settings.API_NUM_PROXIES
     if not proxies or not forwarded:
         return remote
     addresses = forwarded.split(",")

@@ -316,6 +316,9 @@ ENDPOINT_ALLOW_PRIVATE_NETWORKS = env_bool("ENDPOINT_ALLOW_PRIVATE_NETWORKS", Fa
 # through retries. Refused connections, unknown hosts and 401/403/404 stop it at once.
 GRADING_FAILURE_STREAK = env_int("GRADING_FAILURE_STREAK", 24, minimum=1)
 
+# Proxies in front that append to X-Forwarded-For: the API throttles and the failed-login limit
+# take the client's address from it (healthbench_web/login_limits.py).
+API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0, maximum=5)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first, so an anonymous request gets 401 with a WWW-Authenticate header.
@@ -336,7 +339,7 @@ REST_FRAMEWORK = {
     # client's address is REMOTE_ADDR unless API_NUM_PROXIES says how many proxies in front
     # append to X-Forwarded-For; trusting that header without a proxy would let anyone pick
     # their own address.
-    "NUM_PROXIES": env_int("API_NUM_PROXIES", 0, minimum=0, maximum=5),
+    "NUM_PROXIES": API_NUM_PROXIES,
 }
 # --- API limits ------------------------------------------------------------------------------
 # Launching a run starts paid LLM calls; a token request checks a password. Both are limited

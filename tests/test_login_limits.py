@@ -64,5 +64,5 @@ def test_the_token_endpoint_counts_with_the_login_page_and_answers_json():
 def test_the_address_behind_proxies_is_the_one_they_appended(rf, settings):
     request = rf.get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="6.6.6.6, 192.0.2.9")
     assert client_address(request) == "10.0.0.1", "without a proxy the header is anyone's to write"
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    settings.API_NUM_PROXIES = 1
     assert client_address(request) == "192.0.2.9"
