@@ -50,9 +50,15 @@ class RunSerializer(serializers.ModelSerializer):
     grader_model = serializers.CharField(source="grader_config.model", default="", read_only=True)
     grader_endpoint = serializers.CharField(source="grader_config.endpoint_name", default="", read_only=True)
     policy_endpoint = serializers.CharField(source="policy_config.endpoint_name", default="", read_only=True)
-    subset: serializers.SlugRelatedField[Subset] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    # Null for a run of an existing run's responses (responses_from), and for an imported run.
+    subset: serializers.SlugRelatedField[Subset] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
     subset_version = serializers.SerializerMethodField()
-    responses_from: serializers.SlugRelatedField[Run] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    # Null for a run that sampled a policy on a subset, and for an imported run.
+    responses_from: serializers.SlugRelatedField[Run] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
     progress = serializers.SerializerMethodField()
 
     class Meta:

@@ -356,6 +356,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     # Swagger UI assets are served from this site, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
+    # The refusals every view can give (401, 403, 404, 400, 429, 503), documented beside its answers.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "healthbench_web.api_schema.document_refusals",
+    ],
 }
 
 if not DEBUG:
