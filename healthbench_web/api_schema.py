@@ -47,7 +47,10 @@ def document_refusals(result: dict, generator, request, public) -> dict:
             query = {p["name"] for p in parameters if p.get("in") == "query"}
             refusals: dict[str, tuple[str, str]] = {}
             if query - {"page", "format"} or "requestBody" in operation:
-                refusals["400"] = ("The request is not valid: see the messages per parameter or field.", "ValidationErrors")
+                refusals["400"] = (
+                    "The request is not valid: see the messages per parameter or field.",
+                    "ValidationErrors",
+                )
             if path not in OPEN:
                 refusals["401"] = ("No token, or a token that is not valid.", "Error")
                 refusals["403"] = ("This account's role may not do this.", "Error")
