@@ -10,7 +10,7 @@ from django.db import transaction
 
 from annotation.formats.healthbench import HealthBenchRow, IdealData, RowError, RowInvalid, RubricItem, parse_line
 from annotation.formats.rubric_merge import merge_key, plan_rubric_merge
-from annotation.formats.validation import NO_ROWS, LineTooLong, numbered_lines
+from annotation.formats.validation import NO_ROWS, FileRefused, LineTooLong, numbered_lines
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Subset, SubsetMember
 from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
@@ -20,10 +20,8 @@ SUBSET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
 CHUNK = 900
 
 
-class ImportFailed(Exception):
-    def __init__(self, errors: list[RowError]):
-        self.errors = errors
-        super().__init__("\n".join(str(e) for e in errors))
+class ImportFailed(FileRefused):
+    errors: list[RowError]
 
 
 @dataclass

@@ -18,6 +18,7 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from annotation.formats.validation import FileRefused
 from annotation.models import Conversation, Criterion
 from grading.models import Grade, Response, Run
 from grading.reports.results_file import LengthAdjustment, ResultExample
@@ -28,10 +29,8 @@ CHUNK = 900
 MAX_NAME: int = Run._meta.get_field("name").max_length or 200
 
 
-class RunImportFailed(Exception):
-    def __init__(self, errors: list[str]):
-        self.errors = errors
-        super().__init__("\n".join(errors))
+class RunImportFailed(FileRefused):
+    errors: list[str]
 
 
 @dataclass
