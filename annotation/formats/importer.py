@@ -12,12 +12,10 @@ from annotation.formats.healthbench import HealthBenchRow, IdealData, RowError, 
 from annotation.formats.rubric_merge import merge_key, plan_rubric_merge
 from annotation.formats.validation import NO_ROWS, FileRefused, LineTooLong, numbered_lines
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Subset, SubsetMember
-from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
+from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
 
 MAX_ERRORS = 50
 SUBSET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
-# SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
-CHUNK = 900
 
 
 class ImportFailed(FileRefused):
@@ -186,20 +184,19 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     catalogue = _catalogue(rows, summary)
     prompt_ids = [r.prompt_id for r in rows]
     existing: dict[str, Conversation] = {}
-    for start in range(0, len(prompt_ids), CHUNK):
-        for c in Conversation.objects.filter(prompt_id__in=prompt_ids[start : start + CHUNK]):
+    for chunk in chunks(prompt_ids):
+        for c in Conversation.objects.filter(prompt_id__in=chunk):
             existing[c.prompt_id] = c
     existing_ids = [c.id for c in existing.values()]
     stored_criteria: dict[int, list[tuple]] = {}
     ideals: dict[int, IdealResponse] = {}
-    for start in range(0, len(existing_ids), CHUNK):
-        chunk = existing_ids[start : start + CHUNK]
-        query = Criterion.objects.filter(conversation_id__in=chunk).order_by("conversation_id", "position", "id")
+    for id_chunk in chunks(existing_ids):
+        query = Criterion.objects.filter(conversation_id__in=id_chunk).order_by("conversation_id", "position", "id")
         for cid, pk, position, text, points, tags in query.values_list(
             "conversation_id", "id", "position", "text", "points", "tags"
         ):
             stored_criteria.setdefault(cid, []).append((pk, position, (text, points, tuple(tags))))
-        for ideal in IdealResponse.objects.filter(conversation_id__in=chunk, from_dataset=True):
+        for ideal in IdealResponse.objects.filter(conversation_id__in=id_chunk, from_dataset=True):
             ideals[ideal.conversation_id] = ideal
 
     errors: list[RowError] = []
@@ -320,11 +317,11 @@ def _condition(ideal: IdealData) -> str:
 def _add_members(name: str, conversation_ids: list[int], now) -> int:
     subset, _ = Subset.objects.get_or_create(name=name, defaults={"kind": subset_kind(name)})
     present: set[int] = set()
-    for start in range(0, len(conversation_ids), CHUNK):
+    for chunk in chunks(conversation_ids):
         present.update(
-            SubsetMember.objects.filter(
-                subset=subset, conversation_id__in=conversation_ids[start : start + CHUNK]
-            ).values_list("conversation_id", flat=True)
+            SubsetMember.objects.filter(subset=subset, conversation_id__in=chunk).values_list(
+                "conversation_id", flat=True
+            )
         )
     new = [(subset.id, cid, now) for cid in conversation_ids if cid not in present]
     insert_rows(SubsetMember, ["subset_id", "conversation_id", "added"], new)

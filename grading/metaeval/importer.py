@@ -40,7 +40,7 @@ from annotation.models import (
 )
 from grading.metaeval.files import MAX_ERRORS, FileInvalid, MetaEvalRow, parse_meta_eval_lines
 from grading.models import Response
-from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
+from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
 
 META_EVAL_SUBSET = "meta-eval"
 LABELS_ONLY_SUBSET = "meta-eval-labels-only"
@@ -56,14 +56,6 @@ PHYSICIAN_COLUMNS = [
     "code", "user_id", "anonymized_id", "role", "status", "specialty", "country", "languages", "career_stage",
     "created",
 ]  # fmt: skip
-
-# SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
-CHUNK = 900
-
-
-def _chunks(values: list) -> Iterable[list]:
-    for start in range(0, len(values), CHUNK):
-        yield values[start : start + CHUNK]
 
 
 def _capped(errors: list[RowError]) -> list[RowError]:
@@ -202,7 +194,7 @@ def _first_with(rows: list[MetaEvalRow], key, text) -> dict:
 def _conversations(rows: list[MetaEvalRow], errors: list[RowError], summary: MetaEvalImportSummary) -> dict[str, int]:
     first = _first_with(rows, lambda r: r.prompt_id, lambda r: r.messages)
     ids: dict[str, int] = {}
-    for chunk in _chunks(list(first)):
+    for chunk in chunks(list(first)):
         for prompt_id, pk, messages in Conversation.objects.filter(prompt_id__in=chunk).values_list(
             "prompt_id", "id", "messages"
         ):
@@ -274,7 +266,7 @@ def _store_meta_eval(rows: list[MetaEvalRow], summary: MetaEvalImportSummary) ->
 def _join_subset(name: str, conversation_ids: list[int], now: Any) -> None:
     subset, _ = Subset.objects.get_or_create(name=name, defaults={"kind": Subset.Kind.CUSTOM})
     present: set[int] = set()
-    for chunk in _chunks(conversation_ids):
+    for chunk in chunks(conversation_ids):
         present.update(
             SubsetMember.objects.filter(subset=subset, conversation_id__in=chunk).values_list(
                 "conversation_id", flat=True
@@ -299,7 +291,7 @@ def _attach(
     cids = list(dict.fromkeys(c for c, _ in wanted))
     attached: dict[tuple[int, int], int] = {}
     last: dict[int, int] = {}
-    for chunk in _chunks(cids):
+    for chunk in chunks(cids):
         stored = Criterion.objects.filter(conversation_id__in=chunk, consensus_criterion__isnull=False)
         for cid, ccid, pk in stored.values_list("conversation_id", "consensus_criterion_id", "id"):
             attached[(cid, ccid)] = pk
@@ -334,7 +326,7 @@ def _responses(
         rows, lambda r: (conversation_ids[r.prompt_id], r.completion_id), lambda r: r.completion
     )
     found: dict[tuple[int, str], int] = {}
-    for chunk in _chunks(list(dict.fromkeys(k[1] for k in first))):
+    for chunk in chunks(list(dict.fromkeys(k[1] for k in first))):
         stored = Response.objects.filter(completion_id__in=chunk).order_by("id")
         for cid, completion_id, pk, digest in stored.values_list("conversation_id", "completion_id", "id", MD5("text")):
             key = (cid, completion_id)
@@ -376,7 +368,7 @@ def _responses(
 def _physicians(rows: list[MetaEvalRow], summary: MetaEvalImportSummary, now: Any) -> dict[str, int]:
     wanted = list(dict.fromkeys(pid for r in rows for pid, _ in r.labels))
     found: dict[str, int] = {}
-    for chunk in _chunks(wanted):
+    for chunk in chunks(wanted):
         for anonymized_id, pk in Physician.objects.filter(anonymized_id__in=chunk).values_list("anonymized_id", "id"):
             if anonymized_id is not None:
                 found[anonymized_id] = pk
@@ -408,7 +400,7 @@ def _labels(
 ) -> None:
     response_list = list(dict.fromkeys(response_ids.values()))
     stored: dict[tuple[int, int, int], bool] = {}
-    for chunk in _chunks(response_list):
+    for chunk in chunks(response_list):
         labels = PhysicianLabel.objects.filter(response_id__in=chunk)
         for pid, rid, crid, met in labels.values_list("physician_id", "response_id", "criterion_id", "met"):
             stored[(pid, rid, crid)] = met

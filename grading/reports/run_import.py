@@ -22,10 +22,8 @@ from annotation.formats.validation import FileRefused
 from annotation.models import Conversation, Criterion
 from grading.models import Grade, Response, Run
 from grading.reports.results_file import LengthAdjustment, ResultExample
-from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
+from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
 
-# SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
-CHUNK = 900
 MAX_NAME: int = Run._meta.get_field("name").max_length or 200
 
 
@@ -67,8 +65,7 @@ def _check_name(name: str) -> None:
 
 def _conversations(prompt_ids: list[str]) -> dict[str, int]:
     found: dict[str, int] = {}
-    for start in range(0, len(prompt_ids), CHUNK):
-        chunk = prompt_ids[start : start + CHUNK]
+    for chunk in chunks(prompt_ids):
         found.update(Conversation.objects.filter(prompt_id__in=chunk).values_list("prompt_id", "id"))
     return found
 
@@ -77,9 +74,9 @@ def _rubric_index(conversation_ids: list[int]) -> dict[int, dict[tuple, list[int
     """conversation id -> (text, points, tags) -> criterion ids in rubric order."""
     index: dict[int, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
     tag_lists: dict[str, tuple[str, ...]] = {}
-    for start in range(0, len(conversation_ids), CHUNK):
+    for chunk in chunks(conversation_ids):
         rows = (
-            Criterion.objects.filter(conversation_id__in=conversation_ids[start : start + CHUNK])
+            Criterion.objects.filter(conversation_id__in=chunk)
             .order_by("conversation_id", "position", "id")
             # Tags as text: a dataset has a few dozen distinct tag lists, decoded once each.
             .values_list("conversation_id", "id", "text", "points", Cast("tags", TextField()))
