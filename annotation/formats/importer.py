@@ -161,12 +161,6 @@ def _catalogue(rows: list[HealthBenchRow], summary: ImportSummary) -> dict[str, 
     return found
 
 
-CRITERION_COLUMNS = [
-    "conversation_id", "position", "text", "points", "tags", "level", "axis",
-    "consensus_criterion_id", "author_id", "flagged_for_review", "created", "updated",
-]  # fmt: skip
-
-
 @functools.lru_cache(maxsize=1024)
 def _tags_json(tags: tuple[str, ...]) -> str:
     # A file has only a few dozen distinct tag lists: encode each once.
@@ -242,7 +236,7 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     codes = iter(new_codes(len(new_rows) * 2 + len(filled)))
     new_ids = insert_rows(
         Conversation,
-        ["code", "prompt_id", "messages", "example_tags", "theme", "canary", "author_id", "created"],
+        Conversation.INSERT_COLUMNS,
         [
             (next(codes), r.prompt_id, db_json(r.messages), db_json(r.example_tags), r.theme, r.canary, None, now)
             for r in new_rows
@@ -251,7 +245,7 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     criterion_rows = [_criterion_row(cid, pos, item, catalogue, now) for cid, pos, item in merged_criteria]
     for row, cid in zip(new_rows, new_ids, strict=True):
         criterion_rows.extend(_criterion_row(cid, i, item, catalogue, now) for i, item in enumerate(row.rubrics))
-    insert_rows(Criterion, CRITERION_COLUMNS, criterion_rows)
+    insert_rows(Criterion, Criterion.INSERT_COLUMNS, criterion_rows)
     Criterion.objects.bulk_update(moved, ["position"], batch_size=1000)
     Criterion.objects.bulk_update(
         [
@@ -270,17 +264,7 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     ideal_rows = [(r, existing[r.prompt_id].id) for _, r in filled] + list(zip(new_rows, new_ids, strict=True))
     insert_rows(
         IdealResponse,
-        [
-            "code",
-            "conversation_id",
-            "author_id",
-            "text",
-            "condition",
-            "group",
-            "reference_responses",
-            "from_dataset",
-            "created",
-        ],
+        IdealResponse.INSERT_COLUMNS,
         [
             (
                 next(codes),
@@ -324,5 +308,5 @@ def _add_members(name: str, conversation_ids: list[int], now) -> int:
             )
         )
     new = [(subset.id, cid, now) for cid in conversation_ids if cid not in present]
-    insert_rows(SubsetMember, ["subset_id", "conversation_id", "added"], new)
+    insert_rows(SubsetMember, SubsetMember.INSERT_COLUMNS, new)
     return len(new)

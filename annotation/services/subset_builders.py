@@ -54,7 +54,7 @@ def subset_members_set(*, subset: Subset, conversation_ids: Iterable[int]) -> tu
         now = db_now()
         added = insert_rows(
             SubsetMember,
-            ["subset_id", "conversation_id", "added"],
+            SubsetMember.INSERT_COLUMNS,
             [(subset.id, cid, now) for cid in wanted if cid not in present],
         )
     return len(added), removed
@@ -66,7 +66,7 @@ def subset_members_add(*, subset: Subset, conversation_ids: Iterable[int]) -> in
         present = set(SubsetMember.objects.filter(subset=subset).values_list("conversation_id", flat=True))
         now = db_now()
         new = [(subset.id, cid, now) for cid in dict.fromkeys(conversation_ids) if cid not in present]
-        return len(insert_rows(SubsetMember, ["subset_id", "conversation_id", "added"], new))
+        return len(insert_rows(SubsetMember, SubsetMember.INSERT_COLUMNS, new))
 
 
 def subset_members_remove(*, subset: Subset, conversation_ids: Iterable[int]) -> int:

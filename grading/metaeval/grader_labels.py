@@ -22,11 +22,6 @@ from grading.metaeval.files import MAX_ERRORS, FileInvalid, GraderLabelRow, pars
 from grading.models import Grade, Response, Run
 from healthbench_web.bulk import chunks, db_json, db_now, insert_rows
 
-GRADE_COLUMNS = [
-    "run_id", "response_id", "criterion_id", "position", "criterion_text", "points", "tags", "status", "met",
-    "explanation", "raw_output", "error", "attempts", "prompt_tokens", "completion_tokens", "reused", "created",
-]  # fmt: skip
-
 
 class RunConflict(ValueError):
     """The run name is taken by a run holding other grades."""
@@ -155,5 +150,5 @@ def grader_labels_import(
         run = Run.objects.create(
             name=run_name, status=Run.Status.IMPORTED, source_file=source_file[:500], started=now, finished=now
         )
-        insert_rows(Grade, GRADE_COLUMNS, _grade_rows(run.id, rows, items, db_now()))
+        insert_rows(Grade, Grade.INSERT_COLUMNS, _grade_rows(run.id, rows, items, db_now()))
     return GraderLabelsSummary(run=run, rows=len(rows), grades_created=len(rows))

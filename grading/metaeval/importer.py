@@ -44,18 +44,6 @@ from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
 
 META_EVAL_SUBSET = "meta-eval"
 LABELS_ONLY_SUBSET = "meta-eval-labels-only"
-CRITERION_COLUMNS = [
-    "conversation_id", "position", "text", "points", "tags", "level", "axis",
-    "consensus_criterion_id", "author_id", "flagged_for_review", "created", "updated",
-]  # fmt: skip
-RESPONSE_COLUMNS = [
-    "code", "conversation_id", "text", "source", "model_name", "parameters", "sample_index", "completion_id",
-    "author_id", "created",
-]  # fmt: skip
-PHYSICIAN_COLUMNS = [
-    "code", "user_id", "anonymized_id", "role", "status", "specialty", "country", "languages", "career_stage",
-    "created",
-]  # fmt: skip
 
 
 def _capped(errors: list[RowError]) -> list[RowError]:
@@ -234,7 +222,7 @@ def _store_meta_eval(rows: list[MetaEvalRow], summary: MetaEvalImportSummary) ->
     codes = iter(new_codes(len(new_rows)))
     new_ids = insert_rows(
         Conversation,
-        ["code", "prompt_id", "messages", "example_tags", "theme", "canary", "author_id", "created"],
+        Conversation.INSERT_COLUMNS,
         [(next(codes), r.prompt_id, db_json(r.messages or []), "[]", "", r.canary, None, now) for r in new_rows],
     )
     conversation_ids.update(zip((r.prompt_id for r in new_rows), new_ids, strict=True))
@@ -274,7 +262,7 @@ def _join_subset(name: str, conversation_ids: list[int], now: Any) -> None:
         )
     insert_rows(
         SubsetMember,
-        ["subset_id", "conversation_id", "added"],
+        SubsetMember.INSERT_COLUMNS,
         [(subset.id, c, now) for c in conversation_ids if c not in present],
     )
 
@@ -309,7 +297,7 @@ def _attach(
         row = (cid, last[cid], entry.text, entry.points, db_json(entry.tags()), Criterion.Level.CLUSTER,
                entry.axis, ccid, None, False, now, now)  # fmt: skip
         new_rows.append(row)
-    attached.update(zip(new, insert_rows(Criterion, CRITERION_COLUMNS, new_rows), strict=True))
+    attached.update(zip(new, insert_rows(Criterion, Criterion.INSERT_COLUMNS, new_rows), strict=True))
     summary.criteria_attached = len(new)
     return attached
 
@@ -353,11 +341,24 @@ def _responses(
     codes = iter(new_codes(len(new)))
     ids = insert_rows(
         Response,
-        RESPONSE_COLUMNS,
+        Response.INSERT_COLUMNS,
         [
-            (next(codes), cid, first[(cid, c)].completion or "", Response.Source.IMPORTED, "", "{}", 0, c, None, now)
+            (
+                next(codes),
+                cid,
+                first[(cid, c)].completion or "",
+                Response.Source.IMPORTED,
+                "",
+                "{}",
+                0,
+                c,
+                None,
+                None,
+                None,
+                now,
+            )
             for cid, c in new
-        ],
+        ],  # fmt: skip
     )
     found.update(zip(new, ids, strict=True))
     summary.responses_created = len(new)
@@ -376,7 +377,7 @@ def _physicians(rows: list[MetaEvalRow], summary: MetaEvalImportSummary, now: An
     codes = iter(new_codes(len(new)))
     ids = insert_rows(
         Physician,
-        PHYSICIAN_COLUMNS,
+        Physician.INSERT_COLUMNS,
         [
             (next(codes), None, pid, Physician.Role.PHYSICIAN, Physician.Status.ACTIVE, "", "", "[]", "", now)
             for pid in new
@@ -426,7 +427,5 @@ def _labels(
                     )
                 )
     if not errors:
-        insert_rows(
-            PhysicianLabel, ["physician_id", "response_id", "criterion_id", "met", "comment", "repeats", "created"], new
-        )
+        insert_rows(PhysicianLabel, PhysicianLabel.INSERT_COLUMNS, new)
         summary.labels_created = len(new)

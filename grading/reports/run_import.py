@@ -94,17 +94,6 @@ def _tags_json(tags: tuple[str, ...]) -> str:
     return db_json(list(tags))
 
 
-RESPONSE_COLUMNS = [
-    "code", "conversation_id", "text", "source", "model_name", "parameters", "sample_index",
-    "completion_id", "author_id", "prompt_tokens", "completion_tokens", "created",
-]  # fmt: skip
-GRADE_COLUMNS = [
-    "run_id", "response_id", "criterion_id", "position", "criterion_text", "points", "tags", "status",
-    "met", "explanation", "raw_output", "error", "attempts", "prompt_tokens", "completion_tokens",
-    "reused", "created",
-]  # fmt: skip
-
-
 def run_import(
     *,
     examples: list[ResultExample],
@@ -182,7 +171,7 @@ def _store(
             (code, conversation_of[e.prompt_id], e.completion, Response.Source.IMPORTED, "", "{}", k,
              e.completion_id, None, e.input_tokens, e.output_tokens, now)
         )  # fmt: skip
-    response_ids = insert_rows(Response, RESPONSE_COLUMNS, response_rows)
+    response_ids = insert_rows(Response, Response.INSERT_COLUMNS, response_rows)
     rubrics = _rubric_index(sorted(set(conversation_of[e.prompt_id] for e in examples)))
     grade_rows = []
     for example, response_id in zip(examples, response_ids, strict=True):
@@ -203,6 +192,6 @@ def _store(
                 (run.id, response_id, criterion_id, position, item.criterion, item.points, _tags_json(item.tags),
                  status, item.met, item.explanation, "", "", 0, None, None, False, now)
             )  # fmt: skip
-    insert_rows(Grade, GRADE_COLUMNS, grade_rows)
+    insert_rows(Grade, Grade.INSERT_COLUMNS, grade_rows)
     summary.grades = len(grade_rows)
     return summary
