@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from annotation.access import physician_for, require_role
+from annotation.access import get_subset_for, physician_for, require_role
 from annotation.formats.exporter import export_subset_lines
 from annotation.formats.importer import ImportFailed, import_healthbench_lines
 from annotation.formats.validation import MAX_LINE_BYTES, MAX_UPLOAD_BYTES, READ_CHUNK, split_lines
@@ -40,14 +40,6 @@ from annotation.services.subset_versions import SubsetEmpty, export_version_line
 
 CURATOR = Physician.Role.CURATOR
 READERS = (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
-
-
-def _get_subset(request: HttpRequest, name: str, *roles: str) -> Subset:
-    require_role(request, *(roles or (CURATOR,)))
-    try:
-        return Subset.objects.get(name=name)
-    except Subset.DoesNotExist:
-        raise Http404("No such subset") from None
 
 
 def _get_version(subset: Subset, number: str | int | None) -> SubsetVersion | None:
@@ -121,7 +113,7 @@ def _subset_page(
 @never_cache
 @login_required
 def curator_subset(request: HttpRequest, name: str) -> HttpResponse:
-    return _subset_page(request, _get_subset(request, name))
+    return _subset_page(request, get_subset_for(request, name))
 
 
 def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str = "") -> HttpResponse:
@@ -167,7 +159,7 @@ def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str
 @require_POST
 @login_required
 def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     form = SubsetFilterForm(request.POST)
     if not form.is_valid():
         messages.error(
@@ -198,7 +190,7 @@ def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 def curator_subset_pick(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     form = PromptIdsForm(request.POST)
     if not form.is_valid():
         messages.error(
@@ -223,7 +215,7 @@ def curator_subset_pick(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 def curator_subset_rebuild_consensus(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     if subset.kind != Subset.Kind.CONSENSUS:
         messages.error(request, "Only a Consensus subset is rebuilt from attached consensus criteria.")
         return redirect("curator_subset", name=name)
@@ -235,7 +227,7 @@ def curator_subset_rebuild_consensus(request: HttpRequest, name: str) -> HttpRes
 @require_POST
 @login_required
 def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     form = HardBuildForm(request.POST)
     if subset.kind != Subset.Kind.HARD:
         messages.error(request, "Only a Hard subset is built from run scores.")
@@ -260,7 +252,7 @@ def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 def curator_subset_undo(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     try:
         change = subset_change_undo(subset=subset)
     except NothingToUndo as exc:
@@ -276,7 +268,7 @@ def curator_subset_undo(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 def curator_subset_freeze(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     try:
         version, created = subset_version_freeze(subset=subset, frozen_by=physician_for(request.user))
     except SubsetEmpty:
@@ -293,7 +285,7 @@ def curator_subset_freeze(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 def curator_subset_export(request: HttpRequest, name: str) -> StreamingHttpResponse:
-    subset = _get_subset(request, name, *READERS)
+    subset = get_subset_for(request, name, *READERS)
     version = _get_version(subset, request.GET.get("frozen"))
     lines = export_version_lines(version) if version else export_subset_lines(subset)
     filename = f"{subset.name}-v{version.number}.jsonl" if version else f"{subset.name}.jsonl"
@@ -317,7 +309,7 @@ def curator_stats(request: HttpRequest) -> HttpResponse:
     name = request.GET.get("subset") or (subsets[0].name if subsets else None)
     stats = version = subset = None
     if name:
-        subset = _get_subset(request, name, *READERS)
+        subset = get_subset_for(request, name, *READERS)
         version = _get_version(subset, request.GET.get("frozen"))
         stats = version_stats(version) if version else subset_stats(subset)
     context = {"subsets": subsets, "subset": subset, "version": version, "stats": stats}
