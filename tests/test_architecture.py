@@ -152,6 +152,21 @@ def test_selectors_import_no_services():
             assert not {t for t in GRAPH[name] if ".services" in t or t.endswith("pipeline.runs")}, name
 
 
+def test_reports_read_only_the_progress_of_the_pipeline():
+    # As grading/reports/__init__.py says: scores never depend on what launches or grades.
+    for name in MODULES:
+        if name.startswith("grading.reports"):
+            pipeline = {t for t in GRAPH[name] if t.startswith("grading.pipeline")}
+            assert pipeline <= {"grading.pipeline", "grading.pipeline.progress"}, (name, pipeline)
+
+
+def test_annotation_reaches_grading_only_through_its_seam():
+    # Grading builds on annotation; annotation/grading_seam.py names the two things it needs back.
+    for name in MODULES:
+        if name.startswith("annotation") and name != "annotation.grading_seam":
+            assert not {t for t in GRAPH[name] if t.startswith("grading")}, name
+
+
 def test_no_module_defines_its_own_chunking():
     # healthbench_web.bulk.chunks is the one helper for __in lookups in slices.
     for name, path in MODULES.items():

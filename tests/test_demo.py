@@ -7,7 +7,6 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation.management.commands.load_demo import ACCOUNTS, DATASET, DEFAULT_PASSWORD, RESPONSES
 from annotation.models import (
     THEMES,
     Axis,
@@ -19,6 +18,7 @@ from annotation.models import (
     PhysicianLabel,
     Subset,
 )
+from grading.management.commands.load_demo import ACCOUNTS, DATASET, DEFAULT_PASSWORD, RESPONSES
 from grading.models import Grade, Response, Run
 
 MODELS = [Conversation, Criterion, IdealResponse, Physician, ConsensusVote, PhysicianLabel, Response, Run, Grade]

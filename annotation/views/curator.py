@@ -15,16 +15,12 @@ from annotation.formats.exporter import export_subset_lines
 from annotation.formats.importer import ImportFailed, import_healthbench_lines
 from annotation.formats.validation import MAX_LINE_BYTES, MAX_UPLOAD_BYTES, READ_CHUNK, split_lines
 from annotation.forms.curator import HardBuildForm, ImportForm, PromptIdsForm, SubsetCreateForm, SubsetFilterForm
+from annotation.grading_seam import conversation_mean_scores, hardest_conversations
 from annotation.models import Physician, Subset, SubsetVersion
 from annotation.selectors.consensus_overview import consensus_overview
 from annotation.selectors.curation import preview_rows
 from annotation.selectors.dataset_stats import subset_stats, version_stats
-from annotation.services.subset_builders import (
-    consensus_candidates,
-    conversation_mean_scores,
-    filtered_conversations,
-    hardest_conversations,
-)
+from annotation.services.subset_builders import consensus_candidates, filtered_conversations
 from annotation.services.subset_changes import (
     NothingToUndo,
     SubsetChanged,
