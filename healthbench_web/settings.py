@@ -252,6 +252,9 @@ CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "healthbench")
 CELERY_SAMPLING_QUEUE = f"{CELERY_QUEUE_PREFIX}.sampling"
 CELERY_GRADING_QUEUE = f"{CELERY_QUEUE_PREFIX}.grading"
 CELERY_TASK_DEFAULT_QUEUE = CELERY_GRADING_QUEUE
+# Releases before the two queues put every task on Celery's default queue, `celery`: each
+# worker's sweep moves what it finds there (grading/pipeline/legacy_queue.py).
+CELERY_LEGACY_QUEUE = env_str("CELERY_LEGACY_QUEUE", "celery")
 # Each queue with an exchange and routing key of its own: a Queue given only a name would be
 # bound to the default exchange with the default routing key, and get the other queue's tasks.
 CELERY_TASK_QUEUES = [
