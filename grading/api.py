@@ -90,19 +90,24 @@ class RunSerializer(serializers.ModelSerializer):
             "seconds_left": progress.seconds_left,
             "tokens": progress.tokens,
             "failed_samples": progress.failed_samples,
+            "refused_samples": progress.refused_samples,
+            "truncated_samples": progress.truncated_samples,
             "warning": progress.warning,
+            "sample_notes": progress.sample_notes,
             "usage": {
                 "grader": {
                     "prompt_tokens": progress.prompt_tokens,
                     "cached_tokens": progress.cached_tokens,
                     "completion_tokens": progress.completion_tokens,
                     "reasoning_tokens": progress.reasoning_tokens,
+                    "cache_write_tokens": progress.cache_write_tokens,
                 },
                 "policy": {
                     "prompt_tokens": progress.sample_prompt_tokens,
                     "cached_tokens": progress.sample_cached_tokens,
                     "completion_tokens": progress.sample_completion_tokens,
                     "reasoning_tokens": progress.sample_reasoning_tokens,
+                    "cache_write_tokens": progress.sample_cache_write_tokens,
                 },
             },
             # Dollars as strings (exact decimals); null: no prices configured for an endpoint.

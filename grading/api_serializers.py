@@ -22,6 +22,10 @@ class ReportCountsSerializer(serializers.Serializer):
     examples_left_out = serializers.IntegerField()
     examples_incomplete = serializers.IntegerField()
     examples_unscorable = serializers.IntegerField()
+    refusals = serializers.IntegerField(help_text="responses that are a policy model's refusal, graded as its answer")
+    truncated = serializers.IntegerField(
+        help_text="responses cut off at their output limit, graded as far as they went"
+    )
 
 
 class ErrorRateSerializer(serializers.Serializer):

@@ -56,6 +56,13 @@ class Response(models.Model):
     # tokens, those spent reasoning (both as the provider reports them; NULL when it did not).
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Of the prompt tokens, those written to the provider's prompt cache (where it says so).
+    cache_write_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # A sampled model that refused: the text is its refusal, what a user would have read.
+    refused = models.BooleanField(default=False, db_default=False)
+    # Cut off at the output limit (output_limit tokens): the text is what came before.
+    truncated = models.BooleanField(default=False, db_default=False)
+    output_limit = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -79,11 +86,16 @@ class ApiStyle(models.TextChoices):
 
 
 class ReasoningEffort(models.TextChoices):
-    NONE = "", "not sent"
+    """The values of the OpenAI API's ReasoningEffort (openapi.yaml 2.3.0), or none sent."""
+
+    NOT_SENT = "", "not sent (the model's default)"
+    NONE = "none", "none (no reasoning)"
     MINIMAL = "minimal"
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
+    XHIGH = "xhigh"
+    MAX = "max"
 
 
 def _price_field(label: str) -> models.DecimalField:
@@ -369,6 +381,7 @@ class Grade(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_write_tokens = models.PositiveIntegerField(null=True, blank=True)
     reused = models.BooleanField(default=False)
     # sha256 of the grader request (grader, prompt, conversation, response, criterion): an
     # identical request reuses a stored grade instead of calling the API. NULL for grades

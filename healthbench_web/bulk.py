@@ -43,7 +43,12 @@ def db_json(value: Any) -> str:
 
 
 def _check_columns(model: type[Model], columns: Sequence[str]) -> None:
-    required = {f.column for f in model._meta.concrete_fields if not f.null and not f.primary_key and f.column}
+    # A column with a database default (db_default) may be left out: the database fills it.
+    required = {
+        f.column
+        for f in model._meta.concrete_fields
+        if not f.null and not f.primary_key and f.column and not f.has_db_default()
+    }
     missing = required - set(columns)
     if missing:
         raise ValueError(f"insert into {model._meta.db_table} lacks required columns {sorted(missing)}")

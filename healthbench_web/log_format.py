@@ -3,11 +3,15 @@
 Both carry the time in UTC (ISO 8601), the level, the logger and the message. Values passed
 with ``extra={...}`` (a run's name, a batch number) become fields of the JSON object and
 ``key=value`` pairs after the text message, so an operator can search for every line of a run.
+Each line is written without the values of the endpoint key variables (healthbench_web.redact),
+whatever logged it: a provider that echoes a key in an error never puts it in a log.
 """
 
 import json
 import logging
 from datetime import UTC, datetime
+
+from healthbench_web.redact import endpoint_keys, redact
 
 # Attributes every LogRecord has: anything else on a record came from `extra`.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -38,7 +42,7 @@ class JsonFormatter(logging.Formatter):
             entry["stack"] = self.formatStack(record.stack_info)
         # default=str: an extra value that JSON cannot hold (a UUID, a datetime) is written as text
         # rather than losing the line.
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        return redact(json.dumps(entry, ensure_ascii=False, default=str), endpoint_keys())
 
 
 def _one_line(text: str) -> str:
@@ -65,4 +69,4 @@ class TextFormatter(logging.Formatter):
             line += "\n" + self.formatException(record.exc_info)
         if record.stack_info:
             line += "\n" + self.formatStack(record.stack_info)
-        return line
+        return redact(line, endpoint_keys())

@@ -15,22 +15,40 @@ in modes chosen by the requested model:
   "invalid_request_error", "param", "code": "unsupported_parameter"}}``, and spends
   reasoning tokens by effort. Other models reject ``reasoning_effort`` the same way.
 * a model named ``missing...``: 404 ``model_not_found``. With ``api_key`` set, any other
-  bearer token gets 401 ``invalid_api_key``; every token received is kept in
+  bearer token gets 401 ``invalid_api_key`` (with ``echo_key``, its message repeats the
+  token received, as some gateways do); every token received is kept in
   ``authorizations`` so that tests can check what a worker sent.
+* a policy model whose last user turn says ``refuse:`` refuses (chat ``message.refusal``,
+  a Responses ``refusal`` part); one told ``ramble:`` writes on past any output limit.
+
+Every answer keeps to the request's output limit (``max_tokens``, ``max_completion_tokens``
+or ``max_output_tokens``) as OpenAI does: reasoning tokens count first, and a longer answer
+is cut there, with ``finish_reason: "length"`` or ``status: "incomplete"`` and
+``incomplete_details.reason: "max_output_tokens"``. Responses output has the reasoning item
+before the message and the text in two ``output_text`` parts. Every answer carries the
+``x-ratelimit-*`` headers. Server settings: ``redirect_to`` answers every call with a 307
+to that URL; ``gateway`` rewrites every error the way a LiteLLM 1.79 proxy does
+(tests.llm_shapes.litellm_error); ``send_retry_after=False`` leaves Retry-After off 429s,
+so that only the rate-limit headers say when to come back.
 
 Structured output (``response_format`` / ``text.format`` with a JSON schema) is honoured:
 the grader's answer is then the bare JSON object. Usage carries
 ``prompt_tokens_details.cached_tokens`` and ``completion_tokens_details.reasoning_tokens``
 (``input_tokens_details`` / ``output_tokens_details`` on Responses), from a prefix cache
 that, like OpenAI's, serves a prompt's longest seen prefix in steps of 128 tokens once it
-is ``cache_min_tokens`` long. Replies validate against the openai package's own types
-(tests/test_llm_server.py). Faults are injected
+is ``cache_min_tokens`` long, and ``cache_write_tokens`` for the cacheable prefix it adds.
+Replies validate against the openai package's own types (tests/test_endpoint_contracts.py)
+and against schemas from the OpenAI specification (tests/test_llm_server_replies.py). Faults
+are injected
 either for the next requests in order (:meth:`LLMServer.inject`) or per prompt, by a marker
 in the criterion text: ``fault:KIND:N`` makes the first N requests of that very prompt fail
 with KIND, so a retried item meets the same faults whatever the order of arrival. KIND is
-one of ``429`` (with Retry-After), ``500``, ``slow`` (answers after ``slow_seconds``, longer
-than the client's timeout), ``malformed`` (no JSON), ``non_boolean`` (``"criteria_met":
-"yes"``) and ``reset`` (closes the connection without an answer).
+one of ``429`` (with Retry-After), ``quota`` (429 ``insufficient_quota``), ``too_long`` (400
+``context_length_exceeded``, a fault of that one call), ``500``, ``slow``
+(answers after ``slow_seconds``, longer than the client's timeout), ``malformed`` (no JSON),
+``non_boolean`` (``"criteria_met": "yes"``), ``refusal`` (the grader refuses), ``verbose``
+(about 300 tokens of musing before the verdict, so a smaller output limit cuts it off) and
+``reset`` (closes the connection without an answer).
 """
 
 from __future__ import annotations
@@ -38,6 +56,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
 from collections import Counter, deque
@@ -45,12 +64,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.llm_shapes import (
+    REFUSAL,
+    api_error,
+    chat_completion,
+    chat_usage,
+    cut_to_limit,
+    litellm_error,
+    quota_error,
+    rate_limit_headers,
+    responses_reply,
+    responses_usage,
+)
+
 NEED = re.compile(r"need:(\w+)")
 FAULT = re.compile(r"fault:(\w+):(\d+)")
 SAY = re.compile(r"say:((?:\s*\w+)+)")
-KINDS = {"429", "500", "slow", "malformed", "non_boolean", "reset"}
+KINDS = {"429", "quota", "too_long", "500", "slow", "malformed", "non_boolean", "refusal", "verbose", "reset"}
 REASONING_MODEL = re.compile(r"reasoning|^(o1|o3|o4|gpt-5)")
-REASONING_TOKENS = {"minimal": 0, "low": 64, "medium": 192, "high": 512, "": 128}
+REASONING_TOKENS = {"none": 0, "minimal": 0, "low": 64, "medium": 192, "high": 512, "xhigh": 1024, "max": 2048, "": 128}
+MUSING = "Let me weigh this criterion against the reply carefully. " * 21  # about 300 tokens
+RAMBLE = "There is a great deal more to say about this, and I will go on saying it. " * 200
 CACHE_STEP_CHARS = 128 * 4  # OpenAI caches in steps of 128 tokens
 RESPONSES_FIELDS = {
     "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "reasoning", "text", "store",
@@ -61,15 +95,6 @@ RESPONSES_FIELDS = {
 
 def is_reasoning(model: str) -> bool:
     return bool(REASONING_MODEL.search(model))
-
-
-def api_error(status: int, message: str, *, param: str | None = None, code: str | None = None, kind: str = ""):
-    """(status, headers, body) in the provider's error shape."""
-    return (
-        status,
-        {},
-        {"error": {"message": message, "type": kind or "invalid_request_error", "param": param, "code": code}},
-    )
 
 
 def unsupported(param: str, instead: str = "") -> tuple[int, dict, dict]:
@@ -93,12 +118,22 @@ class LLMServer:
         slow_seconds: float = 3.0,
         api_key: str | None = None,
         cache_min_tokens: int = 1024,
+        echo_key: bool = False,
+        gateway: bool = False,
+        redirect_to: str | None = None,
+        send_retry_after: bool = True,
+        host: str = "127.0.0.1",
     ):
         self.latency = latency
         self.retry_after = retry_after
         self.slow_seconds = slow_seconds
         self.api_key = api_key
         self.cache_min_tokens = cache_min_tokens
+        self.echo_key = echo_key
+        self.gateway = gateway
+        self.redirect_to = redirect_to
+        self.send_retry_after = send_retry_after
+        self.host = host
         self.prefixes: set[bytes] = set()
         self.authorizations: Counter[str] = Counter()
         self.requests: deque[tuple[str, dict]] = deque(maxlen=200)  # (path, body), the latest
@@ -130,7 +165,8 @@ class LLMServer:
     @property
     def url(self) -> str:
         assert self.httpd is not None, "start the server first"
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.httpd.server_address[1]}/v1"
 
     def start(self) -> LLMServer:
         server = self
@@ -138,7 +174,10 @@ class LLMServer:
         class Handler(_Handler):
             owner = server
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        class Server(ThreadingHTTPServer):
+            address_family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+
+        self.httpd = Server((self.host, 0), Handler, bind_and_activate=False)
         # A burst of 100+ new connections overflows the default listen backlog of 5, and
         # the kernel then delays them by a SYN retry (a second), which would look like latency.
         self.httpd.request_queue_size = 1024
@@ -182,13 +221,24 @@ class LLMServer:
         tokens = hit * CACHE_STEP_CHARS // 4
         return tokens if tokens >= self.cache_min_tokens else 0
 
+    def _cache_writes(self, prompt: str, cached: int) -> int:
+        """The tokens this prompt adds to the cache: its cacheable prefix beyond what was served."""
+        cacheable = len(prompt.encode()) // CACHE_STEP_CHARS * CACHE_STEP_CHARS // 4
+        return cacheable - cached if cacheable >= self.cache_min_tokens else 0
+
+    def error_body(self, status: int, body: dict, path: str, model: str) -> dict:
+        """An error as the client receives it: ours, or rewritten as a gateway does."""
+        return litellm_error(status, body, path=path, model=model) if self.gateway else body
+
     def check_request(self, path: str, body: dict, authorization: str) -> tuple[int, dict, dict] | None:
         """The provider's refusals, before any work: key, model, parameters."""
         with self.lock:
             self.authorizations[authorization] += 1
             self.requests.append((path, body))
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
-            return api_error(401, "Incorrect API key provided.", code="invalid_api_key")
+            said = f" {authorization}." if self.echo_key else ""
+            return api_error(401, f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
+                             code="invalid_api_key")  # fmt: skip
         model = str(body.get("model", ""))
         if model.startswith("missing"):
             return api_error(
@@ -222,59 +272,60 @@ class LLMServer:
         if self.latency:
             time.sleep(self.latency)
         if fault == "429":
-            error = {"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}}
-            return 429, {"Retry-After": f"{self.retry_after:g}"}, error
+            _, _, error = api_error(429, "Rate limit reached for requests", kind="requests", code="rate_limit_exceeded")
+            headers = rate_limit_headers(requests_left=0, tokens_left=0, reset_seconds=self.retry_after)
+            if self.send_retry_after:
+                headers["Retry-After"] = f"{self.retry_after:g}"
+            return 429, headers, error
+        if fault == "quota":
+            return quota_error()
+        if fault == "too_long":
+            return api_error(
+                400, "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
+                param="messages", code="context_length_exceeded",
+            )  # fmt: skip
         if fault == "500":
-            return 500, {}, {"error": {"message": "The server had an error", "type": "server_error"}}
+            return api_error(500, "The server had an error", kind="server_error")
         if fault == "slow":
             time.sleep(self.slow_seconds)
         if fault == "reset":
             return 0, {}, {}
+        refusal = None
         if model.startswith("policy"):
-            content = policy_reply(messages)
+            content, refusal = policy_reply(messages)
         elif fault == "malformed":
             content = "The response looks fine to me, I would say it meets the criterion."
         elif fault == "non_boolean":
             content = json.dumps({"explanation": "Unsure.", "criteria_met": "yes"})
+        elif fault == "refusal":
+            content, refusal = "", REFUSAL
+        elif fault == "verbose":
+            content = MUSING + grader_reply(prompt, structured=True)
         else:
             content = grader_reply(prompt, structured=wants_schema(body))
         reasoning = 0
         if is_reasoning(model):
             effort = (body.get("reasoning") or {}).get("effort", "") if responses else body.get("reasoning_effort", "")
             reasoning = REASONING_TOKENS.get(str(effort or ""), 128)
+        limit = (
+            body.get("max_output_tokens") if responses else body.get("max_completion_tokens", body.get("max_tokens"))
+        )
+        content, reasoning, truncated = cut_to_limit(content, reasoning=reasoning, limit=limit)
         prompt_tokens = max(1, len(prompt) // 4)
         cached = self._cached_tokens(prompt)
-        completion_tokens = max(1, len(content) // 4) + reasoning
+        writes = self._cache_writes(prompt, cached)
+        said = refusal or content
+        completion_tokens = (max(1, len(said) // 4) if said else 0) + reasoning
+        headers = rate_limit_headers(requests_left=9_999, tokens_left=29_999_000, reset_seconds=0.006)
         if responses:
-            return 200, {}, responses_reply(body, model, content, prompt_tokens, cached, completion_tokens, reasoning)
-        usage = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": reasoning,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        }
-        completion = {
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content, "refusal": None},
-                    "finish_reason": "stop",
-                    "logprobs": None,
-                }
-            ],
-            "usage": usage,
-        }
-        return 200, {}, completion
+            usage = responses_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
+            reply = responses_reply(
+                body, model, content=content, refusal=refusal, truncated=truncated,
+                reasoning_item=is_reasoning(model), usage=usage,
+            )  # fmt: skip
+            return 200, headers, reply
+        usage = chat_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
+        return 200, headers, chat_completion(model, content=content, refusal=refusal, truncated=truncated, usage=usage)
 
 
 def wants_schema(body: dict) -> bool:
@@ -298,52 +349,6 @@ def responses_messages(body: dict) -> list[dict]:
             content = "".join(str(part.get("text", "")) for part in content)
         messages.append({"role": item.get("role", "user"), "content": content})
     return messages
-
-
-def responses_reply(
-    body: dict, model: str, content: str, prompt_tokens: int, cached: int, completion_tokens: int, reasoning: int
-) -> dict:
-    output: list[dict] = []
-    if is_reasoning(model):
-        output.append({"id": "rs_test", "type": "reasoning", "summary": []})
-    output.append(
-        {
-            "id": "msg_test",
-            "type": "message",
-            "status": "completed",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": content, "annotations": []}],
-        }
-    )
-    return {
-        "id": "resp_test",
-        "object": "response",
-        "created_at": int(time.time()),
-        "status": "completed",
-        "model": model,
-        "output": output,
-        "error": None,
-        "incomplete_details": None,
-        "instructions": body.get("instructions"),
-        "max_output_tokens": body.get("max_output_tokens"),
-        "parallel_tool_calls": True,
-        "temperature": body.get("temperature"),
-        "tool_choice": "auto",
-        "tools": [],
-        "top_p": 1.0,
-        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
-        "store": body.get("store", True),
-        "text": body.get("text") or {"format": {"type": "text"}},
-        "truncation": "disabled",
-        "metadata": {},
-        "usage": {
-            "input_tokens": prompt_tokens,
-            "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": reasoning},
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
 
 
 def grader_met(prompt: str) -> bool:
@@ -371,10 +376,15 @@ def grader_reply(prompt: str, *, structured: bool = False) -> str:
     return f"Here is my judgement.\n{answer}\nI hope this helps."
 
 
-def policy_reply(messages: list[dict]) -> str:
-    last = next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""})
-    words = SAY.search(str(last.get("content", "")))
-    return f"Reply: {words.group(1).strip()}." if words else "Reply: nothing to say."
+def policy_reply(messages: list[dict]) -> tuple[str, str | None]:
+    """(text, refusal) of the policy model, as the last user turn directs."""
+    last = str(next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""}).get("content", ""))
+    if "refuse:" in last:
+        return "", REFUSAL
+    if "ramble:" in last:
+        return RAMBLE, None
+    words = SAY.search(last)
+    return (f"Reply: {words.group(1).strip()}." if words else "Reply: nothing to say."), None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -392,6 +402,11 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         path = self.path.rstrip("/")
+        if self.owner.redirect_to is not None:
+            with self.owner.lock:
+                self.owner.calls += 1
+            target = self.owner.redirect_to.rstrip("/") + path.removeprefix("/v1")
+            return self._send(307, {"Location": target}, {"error": {"message": f"moved to {target}"}})
         if path not in ("/v1/chat/completions", "/v1/responses"):
             return self._send(404, {}, {"error": {"message": f"no route {self.path}"}})
         try:
@@ -400,7 +415,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(400, {}, {"error": {"message": "body is not JSON"}})
         refusal = self.owner.check_request(path, body, self.headers.get("Authorization", ""))
         if refusal is not None:
-            return self._send(*refusal)
+            status, headers, payload = refusal
+            return self._send(status, headers, self.owner.error_body(status, payload, path, str(body.get("model"))))
         with self.owner.lock:
             self.owner.in_flight += 1
             self.owner.max_in_flight = max(self.owner.max_in_flight, self.owner.in_flight)
@@ -413,6 +429,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.close()
             return
+        if status >= 400:
+            payload = self.owner.error_body(status, payload, path, str(body.get("model")))
         self._send(status, headers, payload)
 
     def _send(self, status: int, headers: dict, payload: dict) -> None:

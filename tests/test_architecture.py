@@ -22,6 +22,8 @@ KNOWN_PURE = {
     "grading.metaeval.chance",
     "grading.pipeline.grader_prompt",
     "grading.pipeline.request_shape",
+    "grading.pipeline.replies",
+    "grading.pipeline.provider_errors",
     "grading.pipeline.cost",
     "annotation.rubric_checks",
     "annotation.formats.rubric_merge",

@@ -38,7 +38,7 @@ def _locked(name: str) -> dict[str, str]:
 
 
 def test_every_locked_requirement_has_a_hash():
-    for name in ("requirements.txt", "requirements-dev.txt"):
+    for name in ("requirements.txt", "requirements-dev.txt", "requirements-litellm.txt"):
         text = (REPO / name).read_text()
         requirements = re.findall(r"^([A-Za-z0-9_.\-\[\]]+==\S+)(.*)$", text, flags=re.M)
         assert requirements, name
@@ -58,6 +58,14 @@ def test_the_locks_are_made_from_pyproject_and_hold_its_pins():
         assert dev.get(name) == version, name
     # The dev lock is constrained by the runtime lock: every package they share has one version.
     assert {name: dev[name] for name in runtime} == runtime
+
+
+def test_the_gateway_tests_lock_holds_its_pin_and_none_of_the_products():
+    # Locked alone, for a virtualenv of its own: the product's pins are not in it.
+    gateway = _pins(PROJECT["optional-dependencies"]["litellm-gateway"])
+    locked = _locked("requirements-litellm.txt")
+    assert gateway and all(locked.get(name) == version for name, version in gateway.items())
+    assert "django" not in locked and "celery" not in locked
 
 
 def _imported_packages(folder: str) -> dict[str, str]:

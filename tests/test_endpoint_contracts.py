@@ -119,7 +119,7 @@ def test_cached_prompt_prefixes_are_reported_by_each_api(make_llm_server):
 def test_the_servers_replies_are_what_the_openai_package_parses(llm_server):
     client = openai.OpenAI(base_url=llm_server.url, api_key="unused", max_retries=0)
     chat_reply = client.chat.completions.create(
-        model="o3", messages=[{"role": "user", "content": MET_PROMPT}], max_completion_tokens=50
+        model="o3", messages=[{"role": "user", "content": MET_PROMPT}], max_completion_tokens=500
     )
     assert isinstance(chat_reply, ChatCompletion)
     assert chat_reply.usage.completion_tokens_details.reasoning_tokens == 128

@@ -193,11 +193,54 @@ def test_a_key_variable_off_the_allowlist_is_refused_with_what_to_do(settings):
         ("http://localhost:8001/v1", "loopback or private-network address"),
         ("ftp://example.com/v1", "must start with http:// or https://"),
         ("https://user:pw@api.openai.com/v1", "may not carry a user name or password"),
+        # Numeric and hexadecimal IPv4 forms, read as the resolver reads them.
+        ("http://2852039166/v1", "link-local or cloud metadata address (169.254.169.254)"),
+        ("http://0xa9fea9fe/v1", "link-local or cloud metadata address (169.254.169.254)"),
+        ("http://0251.0376.0251.0376/v1", "link-local or cloud metadata address (169.254.169.254)"),
+        ("http://169.254.43518/v1", "link-local or cloud metadata address (169.254.169.254)"),
+        ("http://127.1:8001/v1", "loopback or private-network address"),
+        ("http://0/v1", "not a unicast address"),
+        # IPv6 addresses that carry a forbidden IPv4 address.
+        ("http://[2002:a9fe:a9fe::1]/v1", "link-local or cloud metadata address, inside the IPv6 address"),
+        ("http://[64:ff9b::a9fe:a9fe]/v1", "link-local or cloud metadata address, inside the IPv6 address"),
+        ("http://[::a9fe:a9fe]/v1", "link-local or cloud metadata address, inside the IPv6 address"),
+        ("http://[::ffff:10.0.0.1]/v1", "loopback or private-network address"),
+        ("http://[2002:0a00:0001::]/v1", "loopback or private-network address"),
+        ("http://[::1]:8001/v1", "loopback or private-network address"),
+        ("http://evil.example\\@api.openai.com/v1", "a backslash"),
+        ("http://a%2eb/v1", "neither a host name nor an IP address"),
     ],
 )
 def test_the_url_policy_refuses_metadata_link_local_and_by_default_private_addresses(settings, url, problem):
     settings.ENDPOINT_ALLOW_PRIVATE_NETWORKS = False
     assert problem in base_url_problem(url)
+
+
+@pytest.mark.parametrize("url", ["http://2852039166/v1", "http://[2002:a9fe:a9fe::1]/v1", "http://0xa9fea9fe/"])
+def test_the_launch_check_reads_hosts_as_the_worker_does(llm_server, settings, url):
+    settings.ENDPOINT_ALLOW_PRIVATE_NETWORKS = True  # never enough for a metadata address
+    source = imported_run(conversations=1)
+    grader = Endpoint.objects.create(name="numeric", base_url=url, model="grader", key_variable="")
+    with pytest.raises(RunSpecError, match="link-local or cloud metadata address"):
+        run_launch(spec=RunSpec(name="x", grader=grader, responses_from=source))
+    assert base_url_problem(url, resolve=False) == base_url_problem(url, resolve=True)
+
+
+def test_loopback_ipv6_follows_the_private_networks_setting(settings, make_llm_server):
+    try:
+        server = make_llm_server(host="::1")
+    except OSError:
+        pytest.skip("this machine has no IPv6 loopback")
+    settings.ENDPOINT_ALLOW_PRIVATE_NETWORKS = True
+    assert base_url_problem(server.url) is None and base_url_problem("http://[2002:7f00:1::]/v1") is None
+    source = imported_run(conversations=1, samples=1, n_criteria=2)
+    run = run_launch(spec=RunSpec(name="v6", grader=endpoint_on(server), responses_from=source))
+    for batch_id in run.batches.values_list("id", flat=True):
+        batch_run(batch_id=batch_id)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE and server.calls == 2
+    settings.ENDPOINT_ALLOW_PRIVATE_NETWORKS = False
+    assert "loopback or private-network address" in base_url_problem(server.url)
 
 
 def test_private_networks_and_allowed_hosts_are_the_operators_choice(settings):

@@ -71,6 +71,10 @@ def test_log_format_json_configures_every_process(tmp_path):
         ("no answer within 2 s (gave up after 5 attempts)", "timeout"),
         ("connection failed: refused (gave up after 5 attempts)", "connection"),
         ("unreadable answer 3 times: no JSON object", "unreadable answer"),
+        ("the grader refused: “I can't help with that.”", "grader refusal"),
+        ("the grader's answer was cut off at 400 output tokens", "cut off"),
+        ("the endpoint's answer is empty: the answer holds no text (finish_reason stop)", "empty answer"),
+        ("the endpoint's answer is not a completion: KeyError 'choices' (gave up after 6)", "not a completion"),
         ("something new", "other"),
     ],
 )

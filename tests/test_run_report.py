@@ -221,6 +221,8 @@ def test_failed_grades_leave_their_examples_out_and_are_counted(db, tmp_path):
         "examples_left_out": 2,
         "examples_incomplete": 2,
         "examples_unscorable": 0,
+        "refusals": 0,
+        "truncated": 0,
     }
     complete = [m for r, m in enumerate(data["reference_response_metrics"]) if r not in gaps]
     for key, (mean, count) in clipped_means(complete).items():

@@ -17,7 +17,9 @@
 
 Failing fast: an endpoint that breaks the operator's policy, a key that is not set, a host
 that does not resolve (checked before any call), or a FailureWatch that trips during the
-work (a refused connection, 401/403/404, GRADING_FAILURE_STREAK identical failures in a row)
+work (a refused connection, a redirect, 401/403/404, an exhausted quota, a 400 that rejects
+a parameter or the model, GRADING_FAILURE_STREAK failures of one kind in a row, whatever
+their status; see grading.pipeline.client)
 fails the whole run with that reason and cancels its other batches, whose tasks notice at
 their next flush (FLUSH_SECONDS) and end. So a failing run holds a worker process for about
 one retry budget at most, not for the whole run.
@@ -66,6 +68,7 @@ from grading.pipeline.sampling import (
     samples_store,
 )
 from grading.pipeline.slots import slots_for_run
+from healthbench_web.redact import endpoint_keys, redact
 
 log = logging.getLogger(__name__)
 FLUSH_SECONDS = 0.5
@@ -164,7 +167,7 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
         run_fail(run_id=run_id, error=str(exc))
         return Outcome.FAILED
     except Exception as exc:
-        status = claim.hand_back(error=f"{type(exc).__name__}: {exc}")
+        status = claim.hand_back(error=redact(f"{type(exc).__name__}: {exc}", endpoint_keys()))
         log.exception(
             "run %r batch %d failed (%s)", where["run"], claim.batch.number, status or "no longer ours", extra=where
         )
@@ -403,6 +406,7 @@ def _grade_row(run_id: int, item: Item, key: str, outcome: GradeOutcome, *, reus
         completion_tokens=0 if reused else outcome.completion_tokens,
         cached_tokens=0 if reused else outcome.cached_tokens,
         reasoning_tokens=0 if reused else outcome.reasoning_tokens,
+        cache_write_tokens=0 if reused else outcome.cache_write_tokens,
         reused=reused,
         request_key=key,
     )

@@ -1,27 +1,30 @@
 """Calls to any OpenAI-compatible endpoint, through the ``openai`` package, with our own
 retries; and the grader protocol on top (ask, read the verdict, ask again if unreadable).
 
-Requests are shaped per endpoint (grading.pipeline.request_shape): Chat Completions or the
-Responses API; reasoning models get ``max_completion_tokens`` / ``max_output_tokens`` and
-``reasoning_effort`` and never ``temperature``; a strict JSON schema for the grader's answer
-where the endpoint supports it.
+Requests are shaped per endpoint (grading.pipeline.request_shape), replies are read by
+grading.pipeline.replies and error replies by grading.pipeline.provider_errors, which says
+what each one means:
 
-Faults and what happens:
-
-* 429 (honouring Retry-After / retry-after-ms), 408, 409, 5xx, timeouts, dropped
-  connections, a 200 whose body is not a completion: retried up to
+* 429 (honouring Retry-After, retry-after-ms, or the x-ratelimit-reset-* headers), 408, 409,
+  5xx, timeouts, dropped connections, a 200 whose body is no completion: retried up to
   ``RetryPolicy.max_attempts`` requests, with exponential backoff and jitter.
-* A refused connection, a host that does not resolve, 401/403/404 (a bad key, an unknown
-  model) and a 400 that rejects the request's shape: *fatal*. Not retried; the batch's
-  FailureWatch trips and the run stops with that reason (grading.pipeline.batches).
-* Other 4xx: not retried; that one call fails.
-* ``FailureWatch.limit`` failed requests in a row with the same error (429s aside): the
-  watch trips too, so that an outage fails the run in seconds instead of grinding on.
-* An answer without a readable verdict: asked again, up to ``RetryPolicy.format_attempts``
-  answers. The tokens of every answer count.
+* *Fatal*, not retried, and the batch's FailureWatch trips so that the run stops with the
+  provider's words (grading.pipeline.batches): a refused connection, a host that does not
+  resolve, a redirect (never followed: the key stays with the endpoint's own origin),
+  401/403/404, an exhausted quota (also as a 429), a 400 that rejects a parameter or the
+  model, however a gateway wraps it.
+* Other 4xx, and a reply with no text at all (no refusal, not cut off): not retried; that
+  one call fails.
+* ``FailureWatch.limit`` failures in a row of the same kind: the watch trips too. Every
+  failed request counts (a rate limit only when the call gives up on it), and so does every
+  grade that fails for its answer (a refusal, an answer cut off, an unreadable one).
+* A grader answer without a readable verdict: asked again, up to
+  ``RetryPolicy.format_attempts`` answers. One cut off at the output limit: asked once more
+  with twice the limit. A refusal: the grade fails, quoting it. The tokens of every answer count.
 
-The openai client's own retries are off (``max_retries=0``) so that these rules, and the
-count of attempts stored with each grade, are ours.
+Provider messages are stored and logged without the endpoint's key (healthbench_web.redact).
+The openai client's own retries are off (``max_retries=0``) and so is its following of
+redirects, so that these rules, and the count of attempts stored with each grade, are ours.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
+import re
 import socket
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import httpx2
@@ -41,19 +45,16 @@ import openai
 
 from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.grader_prompt import MalformedAnswer, parse_answer
-from grading.pipeline.request_shape import CHARS_PER_TOKEN, GRADE_SCHEMA, Reply, parse_reply, request_body
+from grading.pipeline.provider_errors import Action, read_error
+from grading.pipeline.replies import EmptyAnswer, NotACompletion, Reply, parse_reply
+from grading.pipeline.request_shape import CHARS_PER_TOKEN, GRADE_SCHEMA, request_body
+from healthbench_web.redact import redact
 
 if TYPE_CHECKING:
     from grading.pipeline.rate_limit import RateLimiter
 
-RETRY_STATUS = {408, 409, 429}
-FATAL_STATUS = {401, 403, 404}
-# A 400 with one of these codes rejects the request's shape or the model itself: every
-# other call of the run would get the same answer.
-FATAL_CODES = {
-    "unsupported_parameter", "unsupported_value", "unknown_parameter", "invalid_api_key", "model_not_found",
-}  # fmt: skip
 __all__ = ["CHARS_PER_TOKEN", "ChatReply"]
+REFUSAL_QUOTE_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -84,15 +85,15 @@ class CallFailed(Exception):
 
 class FailureWatch:
     """One batch's view of its endpoint's health, shared by all its calls (on one event
-    loop, so no lock). It trips on a fatal fault, or on `limit` failed requests in a row
-    with the same error; then every call of the batch fails at once with its reason."""
+    loop, so no lock). It trips on a fatal fault, or on `limit` failures in a row of the
+    same kind; then every call of the batch fails at once with its reason."""
 
     def __init__(self, limit: int, *, on_trip: Callable[[], None] | None = None):
         self.limit = limit
         self.on_trip = on_trip
         self.reason: str | None = None
         self.streak = 0
-        self.last_error = ""
+        self.last_kind = ""
 
     def trip(self, reason: str) -> None:
         if self.reason is None:
@@ -100,14 +101,16 @@ class FailureWatch:
             if self.on_trip is not None:
                 self.on_trip()
 
-    def failed(self, error: str) -> None:
-        self.streak = self.streak + 1 if error == self.last_error else 1
-        self.last_error = error
+    def failed(self, error: str, kind: str = "") -> None:
+        """A failure; `kind` names what makes two failures the same (default: the words)."""
+        kind = kind or error
+        self.streak = self.streak + 1 if kind == self.last_kind else 1
+        self.last_kind = kind
         if self.streak >= self.limit:
             self.trip(f"{self.streak} calls in a row failed: {error}")
 
     def succeeded(self) -> None:
-        self.streak, self.last_error = 0, ""
+        self.streak, self.last_kind = 0, ""
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,7 @@ class GradeOutcome:
     completion_tokens: int = 0
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
     fatal: bool = False
 
 
@@ -153,6 +157,9 @@ def client_for(endpoint: CallTarget) -> openai.AsyncOpenAI:
             http_client=openai.DefaultAioHttpClient(
                 limits=httpx2.Limits(max_connections=2000, max_keepalive_connections=2000),
                 timeout=endpoint.timeout,
+                # A redirect would re-send the whole prompt (and, to the same origin, the
+                # key) to an address nobody checked: it is a failed call instead.
+                follow_redirects=False,
             ),
         )
     return clients[key]
@@ -164,20 +171,39 @@ async def close_clients() -> None:
         await client.close()
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(value: str) -> float | None:
+    """OpenAI's reset durations: "1s", "6m0s", "20ms", "1h2m3.5s"."""
+    parts = _DURATION.findall(value.strip())
+    if not parts or "".join(n + u for n, u in parts) != value.strip():
+        return None
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
 def _retry_after(headers: httpx2.Headers) -> float | None:
     if value := headers.get("retry-after-ms"):
         try:
             return float(value) / 1000
         except ValueError:
             pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, when.timestamp() - time.time()) if when else None
+    if value := headers.get("retry-after"):
+        try:
+            return float(value)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            if when is not None:
+                return max(0.0, when.timestamp() - time.time())
+    # No Retry-After: the limit that ran out says when it refills.
+    waits = [
+        _duration(headers.get(f"x-ratelimit-reset-{what}") or "")
+        for what in ("requests", "tokens")
+        if headers.get(f"x-ratelimit-remaining-{what}") == "0"
+    ]
+    known = [wait for wait in waits if wait is not None]
+    return max(known) if known else None
 
 
 def _transport_fault(exc: BaseException, endpoint: CallTarget) -> tuple[str, bool] | None:
@@ -196,6 +222,52 @@ def _transport_fault(exc: BaseException, endpoint: CallTarget) -> tuple[str, boo
     return None
 
 
+def _keys(endpoint: CallTarget) -> list[str]:
+    try:
+        return [endpoint.api_key()] if endpoint.api_key_env else []
+    except Exception:  # noqa: BLE001 - no key, nothing to remove
+        return []
+
+
+@dataclass(frozen=True)
+class _Failure:
+    error: str  # what the grade or the run will say
+    kind: str  # what makes two failures the same, for the streak
+    action: Action
+    retry_after: float | None = None
+
+
+def _status_failure(exc: openai.APIStatusError, endpoint: CallTarget) -> _Failure:
+    headers = exc.response.headers
+    problem = read_error(
+        exc.status_code, exc.body, text=_body_text(exc.response), location=headers.get("location") or ""
+    )
+    return _Failure(
+        error=redact(problem.describe(endpoint.name or endpoint.model), _keys(endpoint)),
+        kind=problem.kind,
+        action=problem.action(),
+        retry_after=_retry_after(headers),
+    )
+
+
+def _body_text(response: httpx2.Response) -> str:
+    try:
+        return response.text[:2000]
+    except Exception:  # noqa: BLE001 - a body that cannot be read says nothing
+        return ""
+
+
+def _transport_failure(exc: openai.APIConnectionError, endpoint: CallTarget) -> _Failure:
+    fault = _transport_fault(exc, endpoint)
+    if fault is not None:
+        error, fatal = fault
+        return _Failure(error, "refused or unresolved", Action.FATAL if fatal else Action.RETRY)
+    if isinstance(exc, openai.APITimeoutError):
+        return _Failure(f"no answer within {endpoint.timeout:g} s", "timeout", Action.RETRY)
+    words = redact(f"connection failed: {exc.__cause__ or exc}", _keys(endpoint))
+    return _Failure(words, "connection failed", Action.RETRY)
+
+
 async def chat(
     endpoint: CallTarget,
     messages: list[dict],
@@ -204,27 +276,30 @@ async def chat(
     policy: RetryPolicy = DEFAULT_RETRY,
     watch: FailureWatch | None = None,
     schema: dict | None = None,
+    max_tokens: int | None = None,
 ) -> Reply:
     """One completion (Chat Completions or Responses, as the endpoint says), retried on
-    transport faults; raises CallFailed when it gives up, fatal when the run cannot work."""
+    transport faults; raises CallFailed when it gives up, fatal when the run cannot work.
+
+    A reply is not yet a success: the caller tells the watch once it knows whether the
+    answer is of use (a grader's verdict read, a sample stored)."""
     client = client_for(endpoint)
+    limit = max_tokens or endpoint.max_tokens
     path, body = request_body(
         api_style=endpoint.api_style,
         model=endpoint.model,
         messages=messages,
-        max_tokens=endpoint.max_tokens,
+        max_tokens=limit,
         temperature=endpoint.temperature,
         reasoning=endpoint.reasoning,
         reasoning_effort=endpoint.reasoning_effort,
         schema=schema,
     )
-    estimate = sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + min(endpoint.max_tokens, 256)
+    estimate = sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + min(limit, 256)
     for attempt in range(1, policy.max_attempts + 1):
         if watch is not None and watch.reason is not None:
             raise CallFailed(watch.reason, attempts=attempt - 1, fatal=True)
         await limiter.acquire(endpoint, estimate)
-        retry_after = None
-        fatal = counted = False
         try:
             # client.post instead of the typed create(): the typed call's request
             # transform and response model cost about a third of a grade's CPU time, and
@@ -233,68 +308,79 @@ async def chat(
             reply = parse_reply(raw, api_style=endpoint.api_style, attempts=attempt)
         except openai.APIStatusError as exc:
             await limiter.settle(endpoint, -estimate)
-            error = f"HTTP {exc.status_code} from {endpoint.name or endpoint.model}: {_message(exc)}"
-            fatal = exc.status_code in FATAL_STATUS or _code(exc) in FATAL_CODES
-            counted = exc.status_code != 429  # being asked to slow down is no fault of the endpoint
-            if fatal or (exc.status_code not in RETRY_STATUS and exc.status_code < 500):
-                if fatal and watch is not None:
-                    watch.trip(error)
-                raise CallFailed(error, attempts=attempt, fatal=fatal) from None
-            retry_after = _retry_after(exc.response.headers)
-        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-            fault = _transport_fault(exc, endpoint)
-            if fault is not None:
-                error, fatal = fault
-            elif isinstance(exc, openai.APITimeoutError):
-                error = f"no answer within {endpoint.timeout:g} s"
-            else:
-                error = f"connection failed: {exc.__cause__ or exc}"
-            counted = True
-        except ValueError:  # NotACompletion
-            error = "the endpoint's answer is not a completion"
-            counted = True
+            failure = _status_failure(exc, endpoint)
+        except openai.APIConnectionError as exc:  # timeouts included
+            failure = _transport_failure(exc, endpoint)
+        except EmptyAnswer as exc:
+            failure = _Failure(f"the endpoint's answer is empty: {exc}", "empty answer", Action.FAIL)
+        except NotACompletion as exc:
+            failure = _Failure(
+                redact(f"the endpoint's answer is not a completion: {exc}", _keys(endpoint)),
+                "not a completion",
+                Action.RETRY,
+            )
         else:
             await limiter.settle(endpoint, reply.prompt_tokens + reply.completion_tokens - estimate)
-            if watch is not None:
-                watch.succeeded()
             return reply
-        if fatal:
+        if failure.action is Action.FATAL:
             if watch is not None:
-                watch.trip(error)
-            raise CallFailed(error, attempts=attempt, fatal=True)
-        if watch is not None:
-            if counted:
-                watch.failed(error)
+                watch.trip(failure.error)
+            raise CallFailed(failure.error, attempts=attempt, fatal=True)
+        last = attempt == policy.max_attempts or failure.action is Action.FAIL
+        if watch is not None and (failure.action is not Action.RETRY_UNCOUNTED or last):
+            # A rate limit counts only when the call gives up on it: a run whose every call
+            # is turned away still stops within the streak.
+            watch.failed(failure.error, failure.kind)
             if watch.reason is not None:
                 raise CallFailed(watch.reason, attempts=attempt, fatal=True)
-        if attempt == policy.max_attempts:
-            raise CallFailed(f"{error} (gave up after {attempt} attempts)", attempts=attempt)
+        if failure.action is Action.FAIL:
+            raise CallFailed(failure.error, attempts=attempt)
+        if last:
+            raise CallFailed(f"{failure.error} (gave up after {attempt} attempts)", attempts=attempt)
         delay = policy.backoff(attempt)
-        if retry_after is not None:
+        if failure.retry_after is not None:
             # The server said when; a little jitter keeps the workers it told from returning in step.
-            delay = min(policy.max_retry_after, retry_after) + random.uniform(0, 0.1 * policy.base_delay)
+            delay = min(policy.max_retry_after, failure.retry_after) + random.uniform(0, 0.1 * policy.base_delay)
         await asyncio.sleep(delay)
     raise AssertionError("unreachable")
 
 
-def _error_body(exc: openai.APIStatusError) -> dict:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict):
-            return error
-    return {}
+@dataclass
+class _Spent:
+    """What the answers to one grade cost, added up."""
+
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def add(self, reply: Reply) -> None:
+        self.attempts += reply.attempts
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        self.cached_tokens += reply.cached_tokens
+        self.reasoning_tokens += reply.reasoning_tokens
+        self.cache_write_tokens += reply.cache_write_tokens
+
+    def outcome(self, **fields) -> GradeOutcome:
+        return GradeOutcome(
+            attempts=self.attempts,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cached_tokens=self.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            **fields,
+        )
 
 
-def _code(exc: openai.APIStatusError) -> str:
-    return str(_error_body(exc).get("code") or "")
-
-
-def _message(exc: openai.APIStatusError) -> str:
-    error = _error_body(exc)
-    if error.get("message"):
-        return str(error["message"])[:300]
-    return str(exc.message)[:300]
+def _quote(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) > REFUSAL_QUOTE_CHARS:
+        text = text[: REFUSAL_QUOTE_CHARS - 1] + "…"
+    return f"“{text}”" if text else "(no words given)"
 
 
 async def ask_grader(
@@ -308,51 +394,43 @@ async def ask_grader(
     """Ask the grader about one rendered prompt; never raises for the grader's faults."""
     messages = [{"role": "user", "content": prompt}]
     schema = GRADE_SCHEMA if endpoint.structured_output else None
-    attempts = prompt_tokens = completion_tokens = cached_tokens = reasoning_tokens = 0
+    spent = _Spent()
+    limit = endpoint.max_tokens
     problem, raw = "", ""
-    for _ in range(policy.format_attempts):
+    answers = 0
+    while answers < policy.format_attempts:
         try:
-            reply = await chat(endpoint, messages, limiter=limiter, policy=policy, watch=watch, schema=schema)
-        except CallFailed as exc:
-            return GradeOutcome(
-                met=None,
-                error=str(exc),
-                raw_output=raw,
-                attempts=attempts + exc.attempts,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cached_tokens=cached_tokens,
-                reasoning_tokens=reasoning_tokens,
-                fatal=exc.fatal,
+            reply = await chat(
+                endpoint, messages, limiter=limiter, policy=policy, watch=watch, schema=schema, max_tokens=limit
             )
-        attempts += reply.attempts
-        prompt_tokens += reply.prompt_tokens
-        completion_tokens += reply.completion_tokens
-        cached_tokens += reply.cached_tokens
-        reasoning_tokens += reply.reasoning_tokens
+        except CallFailed as exc:
+            failed = spent.outcome(met=None, error=str(exc), raw_output=raw, fatal=exc.fatal)
+            return replace(failed, attempts=spent.attempts + exc.attempts)
+        spent.add(reply)
         raw = reply.content
+        if reply.refused:
+            return _failed(spent, watch, f"the grader refused: {_quote(reply.content)}", "grader refused", raw)
+        if reply.truncated:
+            if limit == endpoint.max_tokens:
+                limit = endpoint.max_tokens * 2  # once, with room to finish
+                continue
+            return _failed(spent, watch, f"the grader's answer was cut off at {limit} output tokens", "cut off", raw)
+        answers += 1
         try:
             answer = parse_answer(reply.content)
         except MalformedAnswer as exc:
             problem = str(exc)
             continue
-        return GradeOutcome(
-            met=answer.met,
-            explanation=answer.explanation,
-            raw_output=raw,
-            attempts=attempts,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cached_tokens=cached_tokens,
-            reasoning_tokens=reasoning_tokens,
-        )
-    return GradeOutcome(
-        met=None,
-        error=f"unreadable answer {policy.format_attempts} times: {problem}",
-        raw_output=raw,
-        attempts=attempts,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cached_tokens=cached_tokens,
-        reasoning_tokens=reasoning_tokens,
-    )
+        if watch is not None:
+            watch.succeeded()
+        return spent.outcome(met=answer.met, explanation=answer.explanation, raw_output=raw)
+    return _failed(spent, watch, f"unreadable answer {policy.format_attempts} times: {problem}", "unreadable", raw)
+
+
+def _failed(spent: _Spent, watch: FailureWatch | None, error: str, kind: str, raw: str) -> GradeOutcome:
+    """A grade that failed for its answer: counted by the watch like any failure."""
+    if watch is not None:
+        watch.failed(error, kind)
+        if watch.reason is not None:  # this one made the streak: the run stops on it
+            return spent.outcome(met=None, error=watch.reason, raw_output=raw, fatal=True)
+    return spent.outcome(met=None, error=error, raw_output=raw)

@@ -2,7 +2,8 @@
 
 A grader that times out does so thousands of times in a run; one log line per failure would
 bury everything else, none would leave the operator guessing. So the first failure of each
-class (HTTP status, timeout, refused connection, unreadable answer, ...) in a run is logged
+class (HTTP status, timeout, refused connection, unreadable answer, a grader's refusal, an answer
+cut off, ...) in a run is logged
 at WARNING, and the rest are counted on the run's page. "Once" is kept in the cache with an
 atomic add, so it holds across processes when the cache is Redis, and per process otherwise.
 """
@@ -21,8 +22,12 @@ _HTTP = re.compile(r"^HTTP (\d{3})\b")
 _CLASSES = (
     ("no answer within", "timeout"),
     ("connection failed", "connection"),
-    ("not a chat completion", "not a chat completion"),
+    ("connection refused", "connection refused"),
+    ("is not a completion", "not a completion"),
+    ("answer is empty", "empty answer"),
     ("unreadable answer", "unreadable answer"),
+    ("the grader refused", "grader refusal"),
+    ("was cut off at", "cut off"),
 )
 
 

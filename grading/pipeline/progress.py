@@ -1,4 +1,6 @@
-"""Selector: how far a run has come, for the run page, `grade --wait` and the run list."""
+"""Selector: how far a run has come, for the run page, `grade --wait` and the run list: grades
+and samples done and failed, usage and cost, and the samples that are refusals or were cut off
+at their output limit (stored, graded and counted, never passed over in silence)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from grading.models import Grade, Response, Run, SampleFailure
@@ -36,6 +38,11 @@ class Progress:
     grader_cost: Decimal | None = None  # dollars from the stored usage; None: no prices
     sample_cost: Decimal | None = None
     sampled: bool = False
+    cache_write_tokens: int = 0
+    sample_cache_write_tokens: int = 0
+    refused_samples: int = 0  # stored as the policy's words, graded, marked
+    truncated_samples: int = 0  # stored as far as they went, graded, marked
+    output_limit: int | None = None  # the limit the cut-off samples hit
 
     @property
     def cost(self) -> Decimal | None:
@@ -59,6 +66,24 @@ class Progress:
         if not parts:
             return ""
         return "; ".join(parts) + ": they are missing from the report (never counted as not met)."
+
+    @property
+    def sample_notes(self) -> str:
+        """What the run page, the API and `grade --wait` say about refused and cut-off samples:
+        graded as they are, so a reader must know they are there."""
+        parts = []
+        if self.truncated_samples:
+            n = self.truncated_samples
+            limit = f" of {self.output_limit:,} tokens" if self.output_limit else ""
+            parts.append(
+                f"{n:,} {'samples were' if n != 1 else 'sample was'} cut off at the output limit{limit} and "
+                f"{'are' if n != 1 else 'is'} graded as far as {'they' if n != 1 else 'it'} went (raise the policy "
+                "endpoint's output limit to avoid it)"
+            )
+        if self.refused_samples:
+            n = self.refused_samples
+            parts.append(f"{n:,} {'refusals' if n != 1 else 'refusal'} by the policy model, graded as its answer")
+        return "; ".join(parts) + ("." if parts else "")
 
     @property
     def done(self) -> int:
@@ -100,6 +125,10 @@ class Progress:
         parts.append(f"{self.tokens:,} tokens")
         if self.cost is not None:
             parts.append(f"${self.cost:,.2f}")
+        if self.refused_samples:
+            parts.append(f"{self.refused_samples:,} refused")
+        if self.truncated_samples:
+            parts.append(f"{self.truncated_samples:,} cut off")
         return " · ".join(parts)
 
 
@@ -125,6 +154,7 @@ def run_progress(*, run: Run) -> Progress:
         completion_tokens=Sum("completion_tokens"),
         cached_tokens=Sum("cached_tokens"),
         reasoning_tokens=Sum("reasoning_tokens"),
+        cache_write_tokens=Sum("cache_write_tokens"),
     )
     samples: dict = {"n": 0}
     failed_samples = 0
@@ -135,6 +165,10 @@ def run_progress(*, run: Run) -> Progress:
             completion_tokens=Sum("completion_tokens"),
             cached_tokens=Sum("cached_tokens"),
             reasoning_tokens=Sum("reasoning_tokens"),
+            cache_write_tokens=Sum("cache_write_tokens"),
+            refused=Count("id", filter=Q(refused=True)),
+            truncated=Count("id", filter=Q(truncated=True)),
+            output_limit=Max("output_limit"),
         )
         failed_samples = SampleFailure.objects.filter(run=run).count()
     active = run.is_active
@@ -180,4 +214,9 @@ def run_progress(*, run: Run) -> Progress:
         if run.policy_config_id is not None
         else None,
         sampled=run.policy_config_id is not None,
+        cache_write_tokens=tokens(grades, "cache_write_tokens"),
+        sample_cache_write_tokens=tokens(samples, "cache_write_tokens"),
+        refused_samples=tokens(samples, "refused"),
+        truncated_samples=tokens(samples, "truncated"),
+        output_limit=samples.get("output_limit"),
     )

@@ -10,14 +10,11 @@ plain values (no Django, no network).
 * Structured output: the grader's answer as a strict JSON schema, ``response_format`` on
   Chat Completions and ``text.format`` on Responses.
 
-Usage comes back with the tokens the provider's prompt cache served and the tokens spent
-reasoning, under each API's own names.
+The reply is read by grading.pipeline.replies.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 CHARS_PER_TOKEN = 4  # for estimates and the token bucket, before the endpoint counts them
@@ -32,20 +29,6 @@ GRADE_SCHEMA: dict[str, Any] = {
     "required": ["explanation", "criteria_met"],
     "additionalProperties": False,
 }
-
-
-@dataclass(frozen=True)
-class Reply:
-    content: str
-    prompt_tokens: int
-    completion_tokens: int
-    attempts: int
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
-
-
-class NotACompletion(ValueError):
-    """A 200 whose body is not a completion of the API asked."""
 
 
 def request_body(
@@ -87,43 +70,3 @@ def request_body(
             "json_schema": {"name": GRADE_SCHEMA_NAME, "schema": schema, "strict": True},
         }
     return "/chat/completions", body
-
-
-def _int(value: Any) -> int:
-    return int(value or 0)
-
-
-def parse_reply(raw: bytes, *, api_style: str, attempts: int) -> Reply:
-    """The text and usage of a reply; raises NotACompletion for anything else."""
-    try:
-        data = json.loads(raw)
-        usage = data.get("usage") or {}
-        if api_style == RESPONSES:
-            texts = [
-                part["text"]
-                for item in data["output"]
-                if item.get("type") == "message"
-                for part in item.get("content") or []
-                if part.get("type") == "output_text"
-            ]
-            if not texts and data.get("status") not in ("completed", "incomplete"):
-                raise NotACompletion("the answer holds no output text")
-            return Reply(
-                content="".join(texts),
-                prompt_tokens=_int(usage.get("input_tokens")),
-                completion_tokens=_int(usage.get("output_tokens")),
-                cached_tokens=_int((usage.get("input_tokens_details") or {}).get("cached_tokens")),
-                reasoning_tokens=_int((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
-                attempts=attempts,
-            )
-        message = data["choices"][0]["message"]
-        return Reply(
-            content=message.get("content") or "",
-            prompt_tokens=_int(usage.get("prompt_tokens")),
-            completion_tokens=_int(usage.get("completion_tokens")),
-            cached_tokens=_int((usage.get("prompt_tokens_details") or {}).get("cached_tokens")),
-            reasoning_tokens=_int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens")),
-            attempts=attempts,
-        )
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise NotACompletion(str(exc)) from None

@@ -27,6 +27,7 @@ from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurren
 from grading.pipeline.grader_prompt import template_hash
 from healthbench_web.celery import app as celery_app
 from healthbench_web.celery import broker_ping
+from healthbench_web.redact import endpoint_keys, redact
 
 # The name grading.pipeline.tasks.grade_batch is registered under (the name it had before
 # the move, so that messages queued by an older release still reach it).
@@ -251,6 +252,7 @@ def run_cancel(*, run: Run) -> bool:
 def run_fail(*, run_id: int, error: str) -> None:
     """End a run that cannot work at all (its API key is not set, its grader refuses
     connections), with the reason; its other batches are cancelled, and their tasks stop."""
+    error = redact(error, endpoint_keys())  # a provider's words, stored and shown: never a key
     now = timezone.now()
     with transaction.atomic():
         failed = Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(

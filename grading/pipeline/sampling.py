@@ -6,6 +6,11 @@ name, the sampling parameters, ``sample_index`` 0..k-1, token usage); the databa
 per (run, conversation, sample_index), so a redelivered batch never samples twice what it
 stored, and samples only what is missing. A sample that could not be drawn is kept as a
 SampleFailure with its reason (unless the run itself failed: then a resume draws it).
+
+A refusal is stored as the response (its words are what a user would read), marked
+``refused``; a reply cut off at the output limit is stored as it came, marked ``truncated``
+with the limit it hit. Both are graded, and counted on the run page, in the API and in the
+report.
 """
 
 from __future__ import annotations
@@ -74,9 +79,12 @@ async def ask_policy(
 ) -> ChatReply | CallFailed:
     """One sample; a call that gave up comes back as its CallFailed, to be stored."""
     try:
-        return await chat(endpoint, messages, limiter=limiter, policy=policy, watch=watch)
+        reply = await chat(endpoint, messages, limiter=limiter, policy=policy, watch=watch)
     except CallFailed as exc:
         return exc
+    if watch is not None:
+        watch.succeeded()  # refused or cut off, it is the model's answer and is stored
+    return reply
 
 
 def samples_store(run: Run, endpoint: CallTarget, results: list[tuple[SampleJob, ChatReply | CallFailed]]) -> None:
@@ -113,6 +121,10 @@ def samples_store(run: Run, endpoint: CallTarget, results: list[tuple[SampleJob,
                 completion_tokens=reply.completion_tokens,
                 cached_tokens=reply.cached_tokens,
                 reasoning_tokens=reply.reasoning_tokens,
+                cache_write_tokens=reply.cache_write_tokens,
+                refused=reply.refused,
+                truncated=reply.truncated,
+                output_limit=endpoint.max_tokens if reply.truncated else None,
             )
             for job, reply in replies
         ],

@@ -7,7 +7,8 @@ The report is a JSON-ready dict::
      "worst_at_k": {"1": float, ...},       # expected worst score among k samples of a prompt
      "consensus_error_rates": {"cluster:...": {"error_rate", "n_errors", "n_graded", "n_missing"}},
      "length_score_correlation": float | None,
-     "counts": {...},                       # grades graded / failed / missing, responses scored / left out
+     "counts": {...},                       # grades graded / failed / missing, responses scored / left out,
+                                            # responses that are refusals / were cut off (graded as they are)
      "reused": int,                         # grades taken over from an earlier run (Grade.reused)
      "length_adjustment": None | {"centre": int, "penalty_per_500": float}}
 
@@ -114,6 +115,8 @@ def _report_data(grades: RunGrades, scores: scoring.ResponseScores, seed: int | 
             "examples_left_out": scores["n_responses"] - scores["n_scored"],
             "examples_incomplete": scores["n_incomplete"],
             "examples_unscorable": scores["n_unscorable"],
+            "refusals": grades.n_refused,
+            "truncated": grades.n_truncated,
         },
         "reused": grades.n_reused,
         "length_adjustment": adjustment,

@@ -40,6 +40,8 @@ class RunGrades:
     conversation_tags: scoring.TagTable
     expected_grades: npt.NDArray[np.intp] | None  # (R,) None: the grade rows are the whole rubric
     n_reused: int
+    n_refused: int = 0  # responses that are a policy model's refusal (Response.refused)
+    n_truncated: int = 0  # responses cut off at their output limit (Response.truncated)
 
     def score_arrays(self) -> dict[str, Any]:
         """The keyword arguments of scoring.score_grades."""
@@ -160,7 +162,9 @@ def run_grades_get(*, run: Run) -> RunGrades:
     # A running run gains grades between the two queries: keep the responses graded so far.
     seen = set(response_ids.tolist())
     responses = sorted(
-        r for r in _fetch(_responses_of(run).values_list("id", "conversation_id", Length("text"))) if r[0] in seen
+        r
+        for r in _fetch(_responses_of(run).values_list("id", "conversation_id", Length("text"), "refused", "truncated"))
+        if r[0] in seen
     )
     if len(responses) != response_ids.size:
         raise RuntimeError("responses of the run were deleted while its report was read; try again")
@@ -198,4 +202,6 @@ def run_grades_get(*, run: Run) -> RunGrades:
         conversation_tags=conversation_tags,
         expected_grades=per_response,
         n_reused=n_reused,
+        n_refused=sum(bool(r[3]) for r in responses),
+        n_truncated=sum(bool(r[4]) for r in responses),
     )

@@ -82,7 +82,16 @@ def _examples(report, page, adjustment: dict | None) -> list[dict]:
     responses = (
         Response.objects.filter(id__in=ids)
         .select_related("conversation")
-        .only("id", "code", "sample_index", "conversation__prompt_id", "conversation__theme")
+        .only(
+            "id",
+            "code",
+            "sample_index",
+            "refused",
+            "truncated",
+            "output_limit",
+            "conversation__prompt_id",
+            "conversation__theme",
+        )
         .annotate(length=Length("text"))
         .in_bulk()
     )

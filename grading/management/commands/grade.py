@@ -195,6 +195,8 @@ class Command(BaseCommand):
                 self.stderr.write("no progress for 30 s: is a worker running? (celery -A healthbench_web worker)")
                 hinted = True
             time.sleep(POLL_SECONDS)
+        if progress.sample_notes:
+            self.stderr.write(f"warning: {progress.sample_notes}")
         if run.status != Run.Status.DONE:
             raise CommandError(f"run {run.name} ended {run.status}{': ' + run.error if run.error else ''}")
         if progress.warning:
