@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django_htmx.middleware import HtmxDetails
 
-from annotation.models import Assignment, ConsensusCriterion, Conversation, Criterion, Physician
+from annotation.models import Assignment, ConsensusCriterion, Conversation, Criterion, Physician, Subset
 from annotation.selectors.tasks import wrote_rubric
 
 WORKING = (Physician.Status.TRIAL, Physician.Status.ACTIVE)
@@ -166,3 +166,12 @@ def require_drafter(request: HttpRequest) -> Physician | None:
     if role == Physician.Role.PHYSICIAN:
         return require_working_physician(request)
     return physician_for(request.user)
+
+
+def get_subset_for(request: HttpRequest, name: str, *roles: str) -> Subset:
+    """A subset by name, for the given roles (curators when none are named)."""
+    require_role(request, *(roles or (Physician.Role.CURATOR,)))
+    try:
+        return Subset.objects.get(name=name)
+    except Subset.DoesNotExist:
+        raise Http404("No such subset") from None

@@ -19,8 +19,9 @@ class CriterionSerializer(serializers.ModelSerializer):
     conversation: serializers.SlugRelatedField[Conversation] = serializers.SlugRelatedField(
         slug_field="prompt_id", read_only=True
     )
+    # Null for a criterion written for its conversation (level:example).
     cluster: serializers.SlugRelatedField[ConsensusCriterion] = serializers.SlugRelatedField(
-        source="consensus_criterion", slug_field="cluster", read_only=True
+        source="consensus_criterion", slug_field="cluster", read_only=True, allow_null=True
     )
 
     class Meta:
@@ -134,8 +135,13 @@ class SubsetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             .order_by("name")
         )
 
-    def perform_create(self, serializer):
-        serializer.save(kind=Subset.Kind.CUSTOM)
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        subset = serializer.save(kind=Subset.Kind.CUSTOM)
+        # Read back through the list's queryset, so the answer carries n_conversations (0) and
+        # versions like every other subset document.
+        return Response(self.get_serializer(self.get_queryset().get(pk=subset.pk)).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={201: SubsetVersionSerializer, 200: SubsetVersionSerializer, 400: None})
     @action(detail=True, methods=["post"])

@@ -106,7 +106,7 @@ def _serve_and_load(args, data: dict) -> tuple[dict, float, int]:
         subprocess.run(collect, cwd=REPO, env=env, check=True)
         worker_class = "gthread" if args.threads > 1 else "sync"
         options = f"--bind 127.0.0.1:{args.port} --workers {args.workers} --threads {args.threads} "
-        options += f"--worker-class {worker_class} --log-level warning"
+        options += f"--worker-class {worker_class} --log-level warning --config bench/gunicorn_bare.conf.py"
         server = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "healthbench_web.wsgi", *options.split()], cwd=REPO, env=env
         )

@@ -164,6 +164,7 @@ def main() -> None:
             [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=REPO, env=env, check=True
         )
         options = f"--bind 127.0.0.1:{args.port} --workers 1 --timeout 3600 --log-level warning"
+        options += " --config bench/gunicorn_bare.conf.py"  # not the image's settings
         server = subprocess.Popen([sys.executable, "-m", "gunicorn", "healthbench_web.wsgi", *options.split()],
                                   cwd=REPO, env=env)  # fmt: skip
         try:

@@ -1,4 +1,4 @@
-"""Access helpers for runs and their responses: every report view looks objects up here.
+"""Access helpers for runs, their responses and endpoints: every grading view looks objects up here.
 
 Like annotation.access, they check the user's role and return the object or raise, so no
 view can forget a check.
@@ -8,9 +8,9 @@ from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpRequest
 
-from annotation.access import require_role
+from annotation.access import require_curator, require_role
 from annotation.models import Physician
-from grading.models import Grade, Response, Run
+from grading.models import Endpoint, Grade, Response, Run
 
 READERS = (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
 
@@ -32,3 +32,12 @@ def get_run_response_for_reader(request: HttpRequest, run: Run, code) -> Respons
         return Response.objects.select_related("conversation").filter(in_run).get(code=code)
     except (Response.DoesNotExist, ValueError, ValidationError):
         raise Http404("No such response in this run") from None
+
+
+def get_endpoint_for_curator_rw(request: HttpRequest, code) -> Endpoint:
+    """An endpoint to edit: curators only (PermissionDenied for anyone else)."""
+    require_curator(request)
+    try:
+        return Endpoint.objects.get(code=code)
+    except (Endpoint.DoesNotExist, ValueError, ValidationError):
+        raise Http404("No such endpoint") from None

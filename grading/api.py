@@ -8,7 +8,7 @@ from dataclasses import asdict
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.exceptions import APIException, Throttled, ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response as ApiResponse
 
@@ -21,10 +21,15 @@ from grading.models import Endpoint, Grade, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import run_cancel, run_launch
+from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch
 from grading.reports.report import run_report_data_cached
 from healthbench_web.api_permissions import ReadersOnly, ResearchersWrite
 from healthbench_web.throttles import RunLaunchThrottle
+
+
+class QueueDown(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "queue_unavailable"
 
 
 def _money(value) -> str | None:
@@ -45,9 +50,15 @@ class RunSerializer(serializers.ModelSerializer):
     grader_model = serializers.CharField(source="grader_config.model", default="", read_only=True)
     grader_endpoint = serializers.CharField(source="grader_config.endpoint_name", default="", read_only=True)
     policy_endpoint = serializers.CharField(source="policy_config.endpoint_name", default="", read_only=True)
-    subset: serializers.SlugRelatedField[Subset] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    # Null for a run of an existing run's responses (responses_from), and for an imported run.
+    subset: serializers.SlugRelatedField[Subset] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
     subset_version = serializers.SerializerMethodField()
-    responses_from: serializers.SlugRelatedField[Run] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    # Null for a run that sampled a policy on a subset, and for an imported run.
+    responses_from: serializers.SlugRelatedField[Run] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
     progress = serializers.SerializerMethodField()
 
     class Meta:
@@ -264,6 +275,8 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             run = run_launch(spec=spec, plan=plan)
         except RunSpecError as exc:
             raise ValidationError({"non_field_errors": exc.problems}) from None
+        except QueueUnavailable as exc:
+            raise QueueDown(str(exc)) from None
         return ApiResponse(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: RunSerializer, 409: None})

@@ -1,6 +1,7 @@
 """Machines and numbers: endpoints, responses, endpoint snapshots, runs and grades."""
 
 import uuid
+from typing import ClassVar
 
 from django.db import models
 from django.db.models import Q
@@ -15,6 +16,22 @@ DEFAULT_LENGTH_PENALTY = 0.0147
 
 class Response(models.Model):
     """An assistant reply to a conversation: sampled, written by a physician, or imported."""
+
+    # The columns of a bulk insert (healthbench_web.bulk.insert_rows), in the order its rows give them.
+    INSERT_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "code",
+        "conversation_id",
+        "text",
+        "source",
+        "model_name",
+        "parameters",
+        "sample_index",
+        "completion_id",
+        "author_id",
+        "prompt_tokens",
+        "completion_tokens",
+        "created",
+    )
 
     class Source(models.TextChoices):
         SAMPLED = "sampled"
@@ -321,6 +338,27 @@ class Grade(models.Model):
     The criterion's text, points and tags are copied in, so a later rubric edit never
     changes an old report.
     """
+
+    # The columns of a bulk insert (healthbench_web.bulk.insert_rows), in the order its rows give them.
+    INSERT_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "run_id",
+        "response_id",
+        "criterion_id",
+        "position",
+        "criterion_text",
+        "points",
+        "tags",
+        "status",
+        "met",
+        "explanation",
+        "raw_output",
+        "error",
+        "attempts",
+        "prompt_tokens",
+        "completion_tokens",
+        "reused",
+        "created",
+    )
 
     class Status(models.TextChoices):
         GRADED = "graded"

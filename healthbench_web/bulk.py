@@ -6,13 +6,24 @@ the database's own work, so hot paths hand over rows of database-ready values in
 """
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from django.db import connection
 from django.db.models import Model
 from django.utils import timezone
+
+T = TypeVar("T")
+# SQLite allows 999 variables per query in old builds: a lookup `filter(x__in=...)` of many values
+# goes in chunks below that, on every database alike.
+IN_CHUNK = 900
+
+
+def chunks(values: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
+    """`values` in consecutive slices of at most `size`, for `__in` lookups."""
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
 
 
 def new_codes(n: int) -> list[str]:

@@ -1,8 +1,10 @@
 """/healthz/: is this process able to serve? One JSON document with a state per dependency.
 
-Checks the database always, the cache when it is Redis, and the Celery broker when it is a
-server (Redis, AMQP). Answers 200 when every check passes, 503 otherwise, so that a container
-healthcheck or a load balancer takes the process out of service when, say, Redis stopped.
+Checks the database always, the static files' manifest when the production storage needs one
+(every page names its stylesheet through it, so without it every page is a 500), the cache when
+it is Redis, and the Celery broker when it is a server (Redis, AMQP). Answers 200 when every
+check passes, 503 otherwise, so that a container healthcheck or a load balancer takes the
+process out of service when, say, Redis stopped.
 
 An internal probe reaches the process over plain HTTP and by an address such as
 127.0.0.1:8000, which the HTTPS redirect and ALLOWED_HOSTS would answer with a 301 or a 400.
@@ -17,13 +19,14 @@ import uuid
 from collections.abc import Callable
 
 from django.conf import settings
-from django.core.cache import cache
+from django.contrib.staticfiles.storage import ManifestFilesMixin, staticfiles_storage
+from django.core.cache import caches
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from healthbench_web.celery import app as celery_app
+from healthbench_web.celery import broker_ping
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +41,24 @@ def _database() -> str:
     return connection.vendor
 
 
+# A file every page links: the manifest this process loaded must name it.
+STATIC_PROBE = "style.css"
+
+
+def _static_files() -> str | None:
+    if not isinstance(staticfiles_storage, ManifestFilesMixin):
+        return None  # development: files are served under their own names
+    # The names this process loaded at start-up, not the file on disk: a manifest written after
+    # the process started is not seen until it restarts. stored_name raises ValueError ("Missing
+    # staticfiles manifest entry") just as the page would.
+    staticfiles_storage.stored_name(STATIC_PROBE)
+    return "manifest"
+
+
 def _cache() -> str | None:
     if "RedisCache" not in settings.CACHES["default"]["BACKEND"]:
         return None  # the process's own memory: nothing that can be down
+    cache = caches["strict"]  # the default alias would take an outage for a miss
     key, token = f"healthz:{uuid.uuid4().hex}", uuid.uuid4().hex
     cache.set(key, token, timeout=10)
     if cache.get(key) != token:
@@ -50,15 +68,16 @@ def _cache() -> str | None:
 
 
 def _broker() -> str | None:
-    url = settings.CELERY_BROKER_URL
-    if url.startswith(("filesystem://", "memory://")):
-        return None  # folders on this machine (or this process): nothing that can be down
-    with celery_app.connection_for_write(connect_timeout=TIMEOUT_SECONDS) as conn:
-        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=TIMEOUT_SECONDS)
-    return url.split("://", 1)[0]
+    # Folders on this machine (or this process' memory) give None: nothing that can be down.
+    return broker_ping(TIMEOUT_SECONDS)
 
 
-CHECKS: dict[str, Callable[[], str | None]] = {"database": _database, "cache": _cache, "broker": _broker}
+CHECKS: dict[str, Callable[[], str | None]] = {
+    "database": _database,
+    "static": _static_files,
+    "cache": _cache,
+    "broker": _broker,
+}
 
 
 def health_document() -> tuple[bool, dict]:

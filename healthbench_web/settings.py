@@ -7,6 +7,7 @@ run on PostgreSQL and Redis; set DEBUG=0 plus SECRET_KEY and ALLOWED_HOSTS for p
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "annotation",
     "grading",
 ]
@@ -87,6 +89,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "healthbench_web.middleware.StyledNotFound",
+    # Last, as django-axes asks: turns a locked-out login into its refusal page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "healthbench_web.urls"
@@ -153,15 +157,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # maxmemory-policy volatile-lru, as docker-compose.yml does, so only cache keys are evicted).
 CACHE_URL = env_url("CACHE_URL", env_str("REDIS_URL", ""), schemes=("redis", "rediss"))
 CACHE_KEY_PREFIX = env_str("CACHE_KEY_PREFIX", "healthbench")
+# Two aliases of the same store. "default" holds what can be computed again, and treats a Redis
+# outage as an empty cache (healthbench_web/forgiving_cache.py), so pages keep working. "strict"
+# raises the error, for what must notice the outage: /healthz/ and the API limits' counts.
 if CACHE_URL:
+    _redis_cache = {
+        "LOCATION": CACHE_URL,
+        "KEY_PREFIX": CACHE_KEY_PREFIX,
+        # A Redis outage should cost a request milliseconds (a refused connection) or at most
+        # seconds (an unanswered one), not hang it; the health check says why.
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
+    }
     CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": CACHE_URL,
-            "KEY_PREFIX": CACHE_KEY_PREFIX,
-            # A Redis outage should fail a request in seconds (the health check says why), not hang it.
-            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 5},
-        }
+        "default": {"BACKEND": "healthbench_web.forgiving_cache.ForgivingRedisCache", **_redis_cache},
+        "strict": {"BACKEND": "django.core.cache.backends.redis.RedisCache", **_redis_cache},
     }
 else:
     CACHES = {
@@ -172,6 +181,8 @@ else:
             "OPTIONS": {"MAX_ENTRIES": 100},
         }
     }
+    # The same process memory under both names (one LOCATION): nothing here can be down.
+    CACHES["strict"] = CACHES["default"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -180,8 +191,29 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Sessions are read on every page: keep them in the process cache, backed by the database.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# --- Failed logins ---------------------------------------------------------------------------
+# django-axes counts failed logins (login page and /api/token/) per account and, separately, per
+# client address, in the database, so the limit holds while Redis is down. After
+# LOGIN_FAILURE_LIMIT failures that account or address cannot log in, even with the right
+# password, until LOGIN_LOCKOUT_MINUTES after its last failure (tries while paused do not extend
+# it); a curator lifts it sooner by deleting its row in the admin's Access attempts.
+# healthbench_web/login_limits.py gives the address (API_NUM_PROXIES) and the refusal page.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_CLIENT_IP_CALLABLE = "healthbench_web.login_limits.client_address"
+AXES_LOCKOUT_CALLABLE = "healthbench_web.login_limits.lockout_response"
+
+# Sessions live in the database alone: a cached_db session raises when Redis is down, which
+# would log every user out of every page (one indexed read per request is cheap).
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -220,6 +252,9 @@ CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "healthbench")
 CELERY_SAMPLING_QUEUE = f"{CELERY_QUEUE_PREFIX}.sampling"
 CELERY_GRADING_QUEUE = f"{CELERY_QUEUE_PREFIX}.grading"
 CELERY_TASK_DEFAULT_QUEUE = CELERY_GRADING_QUEUE
+# Releases before the two queues put every task on Celery's default queue, `celery`: each
+# worker's sweep moves what it finds there (grading/pipeline/legacy_queue.py).
+CELERY_LEGACY_QUEUE = env_str("CELERY_LEGACY_QUEUE", "celery")
 # Each queue with an exchange and routing key of its own: a Queue given only a name would be
 # bound to the default exchange with the default routing key, and get the other queue's tasks.
 CELERY_TASK_QUEUES = [
@@ -284,6 +319,9 @@ ENDPOINT_ALLOW_PRIVATE_NETWORKS = env_bool("ENDPOINT_ALLOW_PRIVATE_NETWORKS", Fa
 # through retries. Refused connections, unknown hosts and 401/403/404 stop it at once.
 GRADING_FAILURE_STREAK = env_int("GRADING_FAILURE_STREAK", 24, minimum=1)
 
+# Proxies in front that append to X-Forwarded-For: the API throttles and the failed-login limit
+# take the client's address from it (healthbench_web/login_limits.py).
+API_NUM_PROXIES = env_int("API_NUM_PROXIES", 0, minimum=0, maximum=5)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first, so an anonymous request gets 401 with a WWW-Authenticate header.
@@ -304,7 +342,7 @@ REST_FRAMEWORK = {
     # client's address is REMOTE_ADDR unless API_NUM_PROXIES says how many proxies in front
     # append to X-Forwarded-For; trusting that header without a proxy would let anyone pick
     # their own address.
-    "NUM_PROXIES": env_int("API_NUM_PROXIES", 0, minimum=0, maximum=5),
+    "NUM_PROXIES": API_NUM_PROXIES,
 }
 # --- API limits ------------------------------------------------------------------------------
 # Launching a run starts paid LLM calls; a token request checks a password. Both are limited
@@ -321,6 +359,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     # Swagger UI assets are served from this site, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
+    # The refusals every view can give (401, 403, 404, 400, 429, 503), documented beside its answers.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "healthbench_web.api_schema.document_refusals",
+    ],
 }
 
 if not DEBUG:
@@ -331,8 +374,11 @@ if not DEBUG:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = True
+    # Both widen HSTS beyond this host: includeSubDomains to every subdomain of its domain, and
+    # preload (once the domain is submitted to the browsers' list) to every browser, for good.
+    # A site under a shared company domain turns them off rather than bind its neighbours.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
     SECURE_CONTENT_TYPE_NOSNIFF = True
 
 # --- Logs ------------------------------------------------------------------------------------

@@ -24,6 +24,24 @@ def _api_limits_out_of_the_way(settings):
     settings.API_TOKEN_RATE = "100000/hour"
 
 
+@pytest.fixture
+def fast_retries(monkeypatch):
+    """Grader calls retried after milliseconds, not seconds (test_llm_client checks the real delays)."""
+    from grading.pipeline import client as llm
+
+    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
+
+
+@pytest.fixture
+def eager_tasks(fast_retries):
+    """Celery tasks run inside the call that queues them, with fast retries."""
+    from healthbench_web.celery import app
+
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
 def sample_file(name: str) -> Path:
     """A file from the public HealthBench samples beside the repository, or skip."""
     path = SAMPLES / name

@@ -21,6 +21,7 @@ _VAR_DIR = Path(os.environ.get("VAR_DIR", Path(__file__).resolve().parents[1] / 
 BROKER_DIR = _VAR_DIR / "test-brokers" / SESSION
 
 os.environ["CELERY_QUEUE_PREFIX"] = SESSION
+os.environ["CELERY_LEGACY_QUEUE"] = f"{SESSION}.celery"  # as an older release's queue, for this session only
 os.environ["CACHE_KEY_PREFIX"] = SESSION
 os.environ["CELERY_BROKER_DIR"] = str(BROKER_DIR)
 # The test LLM server listens on 127.0.0.1: allow loopback endpoints for this session and

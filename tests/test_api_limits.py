@@ -9,24 +9,14 @@ from rest_framework.test import APIClient
 
 from annotation.models import Physician
 from grading.api_serializers import MetaEvalReportSerializer, RunReportSerializer
-from grading.models import Endpoint
-from grading.pipeline import client as llm
-from healthbench_web.celery import app
+from grading.models import Endpoint, Run
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 from tests.healthbench_rows import consensus_row, row, write
 from tests.people import person
 
 pytest_plugins = ["tests.llm_server"]
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def eager_tasks(monkeypatch):
-    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_tasks")]
 
 
 def _client(username: str, role: str = Physician.Role.RESEARCHER) -> APIClient:
@@ -62,6 +52,27 @@ def test_run_launches_past_the_limit_are_refused_with_429_and_the_limit_named(se
     assert dry.status_code == 200 and "estimate" in dry.json()
     other = _client("colleague")
     assert other.post("/api/runs/", _launch(llm_server, source, "third"), format="json").status_code == 201
+
+
+def test_the_run_form_and_the_api_share_one_launch_limit(settings, llm_server, client):
+    settings.API_RUN_LAUNCH_RATE = "2/hour"
+    source = imported_run(conversations=1, samples=1, n_criteria=2)
+    api = _client("both")
+    client.force_login(Physician.objects.get(user__username="both").user)
+
+    def form(name: str, action: str = "launch"):
+        fields = {"name": name, "source": "responses", "responses_from": source.code, "grader": "test-grader",
+                  "samples": 1, "concurrency": 4, "use_cache": "on", "action": action}  # fmt: skip
+        return client.post("/runs/new/", fields)
+
+    assert api.post("/api/runs/", _launch(llm_server, source, "by-api"), format="json").status_code == 201
+    assert form("by-form").status_code == 302
+    refused = form("one-too-many")
+    assert refused.status_code == 429
+    assert "Too many run launches: the limit is 2/hour (API_RUN_LAUNCH_RATE)" in refused.content.decode()
+    assert not Run.objects.filter(name="one-too-many").exists()
+    assert form("one-too-many", action="estimate").status_code == 200, "an estimate is not a launch"
+    assert api.post("/api/runs/", _launch(llm_server, source, "third"), format="json").status_code == 429
 
 
 def test_token_requests_past_the_limit_are_refused_with_429(settings):

@@ -6,22 +6,12 @@ from rest_framework.test import APIClient
 
 from annotation.models import Physician
 from grading.models import Endpoint, Run
-from grading.pipeline import client as llm
-from healthbench_web.celery import app
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 from tests.people import person
 
 pytest_plugins = ["tests.llm_server"]
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def eager_tasks(monkeypatch):
-    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_tasks")]
 
 
 def _client(role: str) -> APIClient:

@@ -3,6 +3,7 @@ import counts, also inside functions and under TYPE_CHECKING), and the pure modu
 of Django so that they can be used and tested as plain functions over arrays."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,15 @@ import pytest
 from tests.conftest import REPO
 
 PACKAGES = ("annotation", "grading", "healthbench_web")
-# Pure computation: plain values in, plain values out; no Django, no database.
-PURE = [
+# A module says it is pure computation (plain values in, plain values out; no Django, no
+# database) in its docstring, in words like these; every module that says so is checked.
+SAYS_PURE = re.compile(r"\b(pure|plain) (python|numpy|arithmetic|functions)\b|\bno django\b", re.IGNORECASE)
+# The pure modules the layout relies on: they must keep saying so (and so stay checked).
+KNOWN_PURE = {
     "grading.reports.scoring",
     "grading.reports.comparison",
     "grading.metaeval.agreement",
+    "grading.metaeval.chance",
     "grading.pipeline.grader_prompt",
     "grading.pipeline.request_shape",
     "grading.pipeline.replies",
@@ -22,7 +27,9 @@ PURE = [
     "grading.pipeline.cost",
     "annotation.rubric_checks",
     "annotation.formats.rubric_merge",
-]
+    "annotation.formats.healthbench",
+    "annotation.formats.validation",
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -39,6 +46,13 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+
+
+def _says_pure(path: Path) -> bool:
+    return path.name != "__init__.py" and bool(SAYS_PURE.search(ast.get_docstring(ast.parse(path.read_text())) or ""))
+
+
+PURE = sorted(name for name, path in MODULES.items() if _says_pure(path))
 
 
 def _imports(name: str, path: Path) -> set[str]:
@@ -116,6 +130,10 @@ def test_no_module_of_ours_imports_itself_through_others():
     assert _cycles(GRAPH) == []
 
 
+def test_the_modules_known_to_be_pure_say_so():
+    assert KNOWN_PURE <= set(PURE), KNOWN_PURE - set(PURE)
+
+
 @pytest.mark.parametrize("name", PURE)
 def test_pure_modules_import_no_django_and_no_models(name):
     path = MODULES[name]
@@ -127,6 +145,35 @@ def test_pure_modules_import_no_django_and_no_models(name):
             imported.add(node.module.split(".")[0])
     assert not imported & {"django", "rest_framework", "celery"}, f"{name} imports {imported}"
     assert not {target for target in GRAPH[name] if target.endswith(".models") or ".models." in target}
+
+
+def test_selectors_import_no_services():
+    # Reads shaped for pages sit below the writes: a selector that imports a service inverts the layers.
+    for name in MODULES:
+        if ".selectors" in name:
+            assert not {t for t in GRAPH[name] if ".services" in t or t.endswith("pipeline.runs")}, name
+
+
+def test_reports_read_only_the_progress_of_the_pipeline():
+    # As grading/reports/__init__.py says: scores never depend on what launches or grades.
+    for name in MODULES:
+        if name.startswith("grading.reports"):
+            pipeline = {t for t in GRAPH[name] if t.startswith("grading.pipeline")}
+            assert pipeline <= {"grading.pipeline", "grading.pipeline.progress"}, (name, pipeline)
+
+
+def test_annotation_reaches_grading_only_through_its_seam():
+    # Grading builds on annotation; annotation/grading_seam.py names the two things it needs back.
+    for name in MODULES:
+        if name.startswith("annotation") and name != "annotation.grading_seam":
+            assert not {t for t in GRAPH[name] if t.startswith("grading")}, name
+
+
+def test_no_module_defines_its_own_chunking():
+    # healthbench_web.bulk.chunks is the one helper for __in lookups in slices.
+    for name, path in MODULES.items():
+        text = path.read_text()
+        assert not re.search(r"^CHUNK = |^def _chunks\(", text, flags=re.M), name
 
 
 def test_models_import_no_services_views_or_tasks():

@@ -31,7 +31,8 @@ def _queued(queue: str) -> list[int]:
         try:
             while True:
                 try:
-                    message = messages.get(timeout=0.5)
+                    # Generous: on a loaded machine Redis' answer can take longer than half a second.
+                    message = messages.get(timeout=2)
                 except messages.Empty:
                     return ids
                 args = message.payload[0] if isinstance(message.payload, list | tuple) else message.payload["args"]

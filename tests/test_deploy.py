@@ -1,6 +1,8 @@
-"""Production settings pass Django's deployment checks; the compose file is complete."""
+"""Production settings pass Django's deployment checks; the compose file and the image are complete."""
 
+import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -8,6 +10,8 @@ import sys
 import yaml
 
 from tests.conftest import REPO
+
+KEY_VARIABLES = ("OPENAI_API_KEY",)
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
@@ -29,10 +33,14 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
 def test_compose_runs_every_service_with_a_healthcheck_and_scalable_workers():
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {"db", "redis", "web", "worker-grading", "worker-sampling"} <= set(services)
+    assert {"db", "redis", "migrate", "web", "worker-grading", "worker-sampling"} <= set(services)
     for name, service in services.items():
-        assert "healthcheck" in service, f"{name} has no healthcheck"
-    assert "gunicorn" in str(services["web"]["command"])
+        if service.get("restart") != "no":  # a one-shot step (the migrations) has nothing to probe
+            assert "healthcheck" in service, f"{name} has no healthcheck"
+    # The web server is the image's own CMD: one gunicorn command, whose settings are gunicorn.conf.py.
+    assert "command" not in services["web"]
+    assert services["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     for queue in ("grading", "sampling"):
         worker = services[f"worker-{queue}"]
         # --scale worker-grading=N needs no fixed name and no published port.
@@ -54,3 +62,35 @@ def test_compose_checks_health_through_healthz_and_refuses_to_start_without_its_
     assert "POSTGRES_PASSWORD:-" not in text
     # Only cache keys (which have a time to live) may be evicted, never queued tasks.
     assert "volatile-lru" in services["redis"]["command"]
+
+
+def test_only_the_workers_get_provider_keys():
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    for name, service in services.items():
+        environment = service.get("environment", {})
+        if name.startswith("worker-"):
+            assert set(KEY_VARIABLES) <= set(environment), name
+        else:
+            assert not set(KEY_VARIABLES) & set(environment), f"{name} gets a provider key"
+
+
+def test_images_are_pinned_to_a_minor_release():
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    assert re.fullmatch(r"postgres:16\.\d+(-\w+)?", services["db"]["image"])
+    assert re.fullmatch(r"redis:7\.\d+(\.\d+)?(-\w+)?", services["redis"]["image"])
+    bases = re.findall(r"^FROM (\S+)", (REPO / "Dockerfile").read_text(), flags=re.M)
+    assert bases and all(re.fullmatch(r"python:3\.11\.\d+-slim-\w+", base) for base in bases), bases
+
+
+def test_there_is_one_gunicorn_command_and_it_has_a_timeout():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    command = [line for line in dockerfile.splitlines() if line.startswith("CMD ")]
+    assert len(command) == 1 and json.loads(command[0].removeprefix("CMD ")) == ["gunicorn"]
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    assert not [name for name, service in services.items() if "gunicorn" in str(service.get("command", ""))]
+    namespace: dict = {}
+    exec((REPO / "gunicorn.conf.py").read_text(), namespace)
+    assert namespace["wsgi_app"] == "healthbench_web.wsgi:application"
+    assert 30 <= namespace["timeout"] <= 300
+    # The build collects the static files; the image copies what the build script made.
+    assert "scripts/build-image app" in dockerfile and "collectstatic" in (REPO / "scripts" / "build-image").read_text()

@@ -9,7 +9,6 @@ from decimal import Decimal
 import pytest
 
 from grading.models import Endpoint, Grade, Response, Run, RunBatch, SampleFailure
-from grading.pipeline import client as llm
 from grading.pipeline.batches import Outcome, batch_run
 from grading.pipeline.estimate import RunSpec, plan_estimate, run_plan
 from grading.pipeline.progress import run_progress
@@ -19,14 +18,9 @@ from tests.endpoints import endpoint_on
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of
 
 pytest_plugins = ["tests.llm_server"]
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_retries")]
 
 PRICES = {"price_input": Decimal("2.00"), "price_cached_input": Decimal("0.50"), "price_output": Decimal("8.00")}
-
-
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch):
-    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
 
 
 def grade_all(run: Run) -> list[Outcome]:

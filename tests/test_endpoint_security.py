@@ -20,7 +20,6 @@ from rest_framework.test import APIClient
 from annotation.models import Physician
 from grading.endpoint_rules import base_url_problem, key_variable_problem
 from grading.models import Endpoint, GraderConfig, Run
-from grading.pipeline import client as llm
 from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec, RunSpecError
 from grading.pipeline.runs import run_launch
@@ -30,14 +29,9 @@ from tests.grading_data import imported_run
 from tests.people import person
 
 pytest_plugins = ["tests.llm_server"]
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_retries")]
 
 SECRETS = ("SECRET_KEY", "DATABASE_URL")
-
-
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch):
-    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
 
 
 @pytest.fixture

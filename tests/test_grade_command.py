@@ -9,22 +9,12 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from grading.models import Endpoint, Grade, GraderConfig, Run, RunBatch
-from grading.pipeline import client as llm
 from grading.reports.report import run_report
-from healthbench_web.celery import app
 from tests.endpoints import endpoint_on
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of
 
 pytest_plugins = ["tests.llm_server"]
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def eager_tasks(monkeypatch):
-    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_tasks")]
 
 
 @pytest.fixture

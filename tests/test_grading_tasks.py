@@ -22,15 +22,10 @@ from tests.endpoints import endpoint_on
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of
 
 pytest_plugins = ["tests.llm_server"]
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_retries")]
 
 # Faults every regrade below meets, each once per item, so every item ends graded:
 FAULTS = {0: "500:1", 1: "429:1", 2: "malformed:2", 3: "reset:1", 4: "non_boolean:1"}
-
-
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch):
-    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ django.setup()
 from django.conf import settings
 from django.core.management import call_command
 from django.test import Client
-if not settings.DEBUG:
+if not settings.DEBUG and COLLECT_STATIC:
     # The styled error pages name hashed static files, as after a deployment's collectstatic.
     call_command("collectstatic", interactive=False, verbosity=0)
 client = Client()
@@ -42,11 +42,11 @@ def _closed_port() -> int:
         return sock.getsockname()[1]  # closed again when the socket is
 
 
-def _probe(tmp_path, requests: list[tuple[str, str, str]], **env) -> dict:
+def _probe(tmp_path, requests: list[tuple[str, str, str]], collect_static: bool = True, **env) -> dict:
     base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
     base.update(VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="healthbench_web.settings", **env)
     done = subprocess.run(
-        [sys.executable, "-c", f"REQUESTS = {requests!r}\n{PROBE}"],
+        [sys.executable, "-c", f"REQUESTS = {requests!r}\nCOLLECT_STATIC = {collect_static}\n{PROBE}"],
         cwd=REPO,
         env=base,
         capture_output=True,
@@ -62,7 +62,7 @@ def test_it_reports_each_check_and_answers_200_when_all_pass(client, db):
     assert response.status_code == 200
     document = response.json()
     assert document["status"] == "ok"
-    assert set(document["checks"]) == {"database", "cache", "broker"}
+    assert set(document["checks"]) == {"database", "static", "cache", "broker"}
     assert document["checks"]["database"]["ok"] is True
     assert response["Cache-Control"].startswith("max-age=0")
 
@@ -105,3 +105,18 @@ def test_an_internal_probe_passes_the_https_redirect_and_the_host_check_in_produ
     # Everything else keeps both protections.
     assert out["page_from_probe_host"]["status"] == 400
     assert out["page"]["status"] == 301 and out["page"]["location"].startswith("https://studio.example.org/")
+
+
+def test_a_production_process_without_the_static_manifest_is_unhealthy(tmp_path):
+    # Started before (or without) collectstatic, every page of a DEBUG=0 process fails: the
+    # health check must say so instead of answering 200 beside them.
+    out = _probe(
+        tmp_path,
+        [("health", "/healthz/", "127.0.0.1:8000")],
+        collect_static=False,
+        DEBUG="0",
+        SECRET_KEY=secrets.token_urlsafe(60),
+    )
+    assert out["health"]["status"] == 503
+    assert out["health"]["body"]["checks"]["static"] == {"ok": False, "error": "ValueError"}
+    assert out["health"]["body"]["checks"]["database"]["ok"] is True

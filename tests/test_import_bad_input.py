@@ -5,8 +5,9 @@ import subprocess
 import sys
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, load_command_class
 
+from annotation.management.import_command import ImportCommand
 from annotation.models import ConsensusCriterion, Conversation, Criterion, Subset
 from tests.conftest import REPO
 from tests.healthbench_rows import line, row, rubric_item
@@ -158,3 +159,23 @@ def test_the_command_exits_non_zero_with_the_line_on_stderr(tmp_path):
     )
     assert done.returncode != 0
     assert "line 1, field rubrics[0].points" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "command, options",
+    [
+        ("import_healthbench", {}),
+        ("import_meta_eval", {}),
+        ("import_run", {"name": "r"}),
+        ("import_grader_labels", {"name": "r"}),
+    ],
+)
+def test_every_import_command_refuses_alike(tmp_path, command, options):
+    app = "annotation" if command == "import_healthbench" else "grading"
+    assert isinstance(load_command_class(app, command), ImportCommand)
+    with pytest.raises(CommandError, match="cannot read"):
+        call_command(command, tmp_path / "missing.jsonl", **options)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(CommandError, match=r"empty\.jsonl: .*the database is unchanged"):
+        call_command(command, empty, **options)

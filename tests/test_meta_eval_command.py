@@ -271,7 +271,7 @@ def test_a_run_without_labelled_items_gives_an_empty_report():
 
 
 def test_it_names_an_unknown_run():
-    with pytest.raises(CommandError, match="no run is named 'nope'"):
+    with pytest.raises(CommandError, match="no run named 'nope'"):
         call_command("meta_eval", "nope")
 
 

@@ -15,9 +15,10 @@ from tests.metaeval_rows import CATEGORY, OTHER_CATEGORY, grader_rows_for, lines
 
 pytestmark = pytest.mark.django_db
 
-# Session, user, the user's physician profile, the run, then labels, catalogue names,
-# physician names and grades: the same whatever the number of items.
-REPORT_QUERIES = 10
+# Session (in the database), user, the user's physician profile, the run, then labels (a count
+# and the rows), catalogue names, physician names, grades, and the "can't judge" answers (their
+# fingerprint and their count): the same whatever the number of items.
+REPORT_QUERIES = 11
 
 
 def _user(username: str, role: str) -> User:

@@ -12,7 +12,6 @@ from django.db.models import F
 from django.utils import timezone
 
 from grading.models import Run, RunBatch
-from grading.pipeline import client as llm
 from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec
 from grading.pipeline.runs import REPORT_STEPS, run_cancel, run_launch, run_progress_step, run_resume
@@ -23,12 +22,7 @@ from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 
 pytest_plugins = ["tests.llm_server"]
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch):
-    monkeypatch.setattr(llm, "DEFAULT_RETRY", llm.RetryPolicy(base_delay=0.01, max_delay=0.05))
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_retries")]
 
 
 @pytest.fixture

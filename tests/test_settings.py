@@ -8,16 +8,18 @@ import pytest
 
 from tests.conftest import REPO
 
+DEFAULT_PRINT = (
+    "print(settings.DATABASES['default']['ENGINE'], settings.CONSENSUS_MIN_AGREE, settings.CELERY_BROKER_URL)"
+)
 
-def _load_settings(tmp_path, **env) -> subprocess.CompletedProcess:
+
+def _load_settings(tmp_path, code: str = "", **env) -> subprocess.CompletedProcess:
     clean = {
         k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DEBUG")
     }
     clean.update({"VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "healthbench_web.settings", **env})
-    code = (
-        "import django; django.setup(); from django.conf import settings; "
-        "print(settings.DATABASES['default']['ENGINE'], settings.CONSENSUS_MIN_AGREE, settings.CELERY_BROKER_URL)"
-    )
+    code = code or DEFAULT_PRINT
+    code = "import django; django.setup(); from django.conf import settings; " + code
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=clean, capture_output=True, text=True)
 
 
@@ -47,3 +49,15 @@ def test_bad_values_stop_start_up_with_a_message(tmp_path, env, message):
     done = _load_settings(tmp_path, **env)
     assert done.returncode != 0
     assert message in done.stderr
+
+
+HSTS = "print(settings.SECURE_HSTS_SECONDS, settings.SECURE_HSTS_INCLUDE_SUBDOMAINS, settings.SECURE_HSTS_PRELOAD)"
+
+
+def test_hsts_covers_subdomains_and_preload_unless_a_shared_domain_turns_them_off(tmp_path):
+    production = {"DEBUG": "0", "SECRET_KEY": "x" * 60}
+    assert _load_settings(tmp_path, HSTS, **production).stdout.split() == ["31536000", "True", "True"]
+    shared = _load_settings(tmp_path, HSTS, SECURE_HSTS_INCLUDE_SUBDOMAINS="0", SECURE_HSTS_PRELOAD="0", **production)
+    assert shared.stdout.split() == ["31536000", "False", "False"], shared.stderr
+    bad = _load_settings(tmp_path, HSTS, SECURE_HSTS_PRELOAD="sometimes", **production)
+    assert "SECURE_HSTS_PRELOAD='sometimes' is not a boolean" in bad.stderr

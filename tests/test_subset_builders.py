@@ -5,11 +5,10 @@ from annotation.models import Conversation, Subset
 from annotation.services.subset_builders import (
     consensus_subset_build,
     filtered_conversations,
-    hardest_conversations,
-    subset_members_add,
-    subset_members_remove,
-    subset_members_set,
+    subset_rebuild,
 )
+from annotation.services.subset_changes import subset_change_undo
+from grading.reports.hard_subset import hardest_conversations
 from tests.healthbench_rows import consensus_row, row, rubric_item, write
 
 pytestmark = pytest.mark.django_db
@@ -56,13 +55,16 @@ def test_filters_pick_by_theme_and_cluster(dataset):
     assert [c.prompt_id for c in filtered_conversations(min_turns=3, themes=["emergency_referrals"])] == ["p-2"]
 
 
-def test_hand_picked_members_can_be_added_removed_and_replaced(dataset):
+def test_a_rebuild_is_logged_and_undone_like_any_other_change(dataset):
     subset = Subset.objects.create(name="mine")
-    assert subset_members_add(subset=subset, conversation_ids=_ids("p-3", "p-1", "p-3")) == 2
+    assert subset_rebuild(subset=subset, conversation_ids=_ids("p-3", "p-1", "p-3"), action="first") == (2, 0)
     assert _members(subset) == ["p-3", "p-1"]
-    assert subset_members_remove(subset=subset, conversation_ids=_ids("p-3")) == 1
-    assert subset_members_set(subset=subset, conversation_ids=_ids("p-1", "p-2")) == (1, 0)
+    assert subset_rebuild(subset=subset, conversation_ids=_ids("p-1", "p-2"), action="second") == (1, 1)
     assert _members(subset) == ["p-1", "p-2"]
+    assert subset_rebuild(subset=subset, conversation_ids=_ids("p-1", "p-2"), action="unchanged") == (0, 0)
+    assert list(subset.changes.order_by("id").values_list("action", flat=True)) == ["first", "second"]
+    subset_change_undo(subset=subset)
+    assert _members(subset) == ["p-3", "p-1"]
 
 
 def test_hardest_takes_the_lowest_means_with_stable_ties():
@@ -110,8 +112,8 @@ def test_hard_needs_known_runs(dataset):
 
 
 def test_hard_ranks_only_conversations_every_chosen_run_scored(dataset):
-    from annotation.services.subset_builders import paired_conversation_mean_scores
     from grading.models import Run
+    from grading.reports.hard_subset import paired_conversation_mean_scores
 
     # p-3 is the worst in a, but b never graded it: it cannot be compared, so it is left out.
     _graded_run("a", {"p-1": [True], "p-2": [False], "p-3": [False]})

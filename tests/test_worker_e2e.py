@@ -22,7 +22,9 @@ from django.db import connection
 from django.db.models import Count
 
 from grading.models import Grade, Run, RunBatch
+from grading.pipeline.runs import GRADE_BATCH_TASK
 from grading.reports.report import run_report
+from healthbench_web.celery import app
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
@@ -119,3 +121,49 @@ def test_a_killed_worker_loses_and_doubles_nothing(llm_server, tmp_path):
     assert not grades.filter(status=Grade.Status.FAILED).exists()
     assert {"500", "429", "malformed", "slow", "reset"} <= set(llm_server.faults_served)
     assert run_report(run=run).data == run_report(run=source).data
+
+
+def _take_off(queue: str) -> list[int]:
+    """The batch ids waiting on `queue`, taken off it."""
+    ids = []
+    with app.connection_for_write() as conn:
+        waiting = conn.SimpleQueue(queue)
+        try:
+            while True:
+                try:
+                    message = waiting.get(timeout=2)
+                except waiting.Empty:
+                    return ids
+                ids.append(message.payload[0][0])
+                message.ack()
+        finally:
+            waiting.close()
+
+
+def test_batches_an_older_release_left_on_the_default_queue_are_picked_up(llm_server, tmp_path):
+    # Releases before the queue rename sent every task to Celery's default queue ("celery"; this
+    # session's own name for it here). A run in flight at the upgrade must go on by itself.
+    imported_run(name="imported", conversations=2, samples=1, n_criteria=3)
+    endpoint_on(llm_server, "e2e")
+    call_command("grade", "--name", "in-flight", "--grader", "e2e", responses_from="imported",
+                 stdout=open(os.devnull, "w"))  # fmt: skip
+    run = Run.objects.get(name="in-flight")
+    ours = set(run.batches.values_list("id", flat=True))
+    # Off today's queue (with whatever earlier tests of this session left there), and onto the
+    # old one, as the older release queued them.
+    assert ours <= set(_take_off(settings.CELERY_GRADING_QUEUE))
+    for batch_id in sorted(ours):
+        app.tasks[GRADE_BATCH_TASK].apply_async((batch_id,), queue=settings.CELERY_LEGACY_QUEUE)
+
+    log = tmp_path / "worker.log"
+    worker = start_worker("upgraded", log)  # listens on today's two queues only
+    try:
+        wait_for(
+            lambda: Run.objects.get(id=run.id).status != Run.Status.RUNNING, timeout=45, what="the run to end", log=log
+        )
+    finally:
+        kill(worker, signal.SIGTERM)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE
+    assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == run.total_items
+    assert _take_off(settings.CELERY_LEGACY_QUEUE) == []

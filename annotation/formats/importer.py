@@ -10,20 +10,16 @@ from django.db import transaction
 
 from annotation.formats.healthbench import HealthBenchRow, IdealData, RowError, RowInvalid, RubricItem, parse_line
 from annotation.formats.rubric_merge import merge_key, plan_rubric_merge
-from annotation.formats.validation import NO_ROWS, LineTooLong, numbered_lines
+from annotation.formats.validation import NO_ROWS, FileRefused, LineTooLong, numbered_lines
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Subset, SubsetMember
-from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
+from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
 
 MAX_ERRORS = 50
 SUBSET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
-# SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
-CHUNK = 900
 
 
-class ImportFailed(Exception):
-    def __init__(self, errors: list[RowError]):
-        self.errors = errors
-        super().__init__("\n".join(str(e) for e in errors))
+class ImportFailed(FileRefused):
+    errors: list[RowError]
 
 
 @dataclass
@@ -165,12 +161,6 @@ def _catalogue(rows: list[HealthBenchRow], summary: ImportSummary) -> dict[str, 
     return found
 
 
-CRITERION_COLUMNS = [
-    "conversation_id", "position", "text", "points", "tags", "level", "axis",
-    "consensus_criterion_id", "author_id", "flagged_for_review", "created", "updated",
-]  # fmt: skip
-
-
 @functools.lru_cache(maxsize=1024)
 def _tags_json(tags: tuple[str, ...]) -> str:
     # A file has only a few dozen distinct tag lists: encode each once.
@@ -188,20 +178,19 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     catalogue = _catalogue(rows, summary)
     prompt_ids = [r.prompt_id for r in rows]
     existing: dict[str, Conversation] = {}
-    for start in range(0, len(prompt_ids), CHUNK):
-        for c in Conversation.objects.filter(prompt_id__in=prompt_ids[start : start + CHUNK]):
+    for chunk in chunks(prompt_ids):
+        for c in Conversation.objects.filter(prompt_id__in=chunk):
             existing[c.prompt_id] = c
     existing_ids = [c.id for c in existing.values()]
     stored_criteria: dict[int, list[tuple]] = {}
     ideals: dict[int, IdealResponse] = {}
-    for start in range(0, len(existing_ids), CHUNK):
-        chunk = existing_ids[start : start + CHUNK]
-        query = Criterion.objects.filter(conversation_id__in=chunk).order_by("conversation_id", "position", "id")
+    for id_chunk in chunks(existing_ids):
+        query = Criterion.objects.filter(conversation_id__in=id_chunk).order_by("conversation_id", "position", "id")
         for cid, pk, position, text, points, tags in query.values_list(
             "conversation_id", "id", "position", "text", "points", "tags"
         ):
             stored_criteria.setdefault(cid, []).append((pk, position, (text, points, tuple(tags))))
-        for ideal in IdealResponse.objects.filter(conversation_id__in=chunk, from_dataset=True):
+        for ideal in IdealResponse.objects.filter(conversation_id__in=id_chunk, from_dataset=True):
             ideals[ideal.conversation_id] = ideal
 
     errors: list[RowError] = []
@@ -247,7 +236,7 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     codes = iter(new_codes(len(new_rows) * 2 + len(filled)))
     new_ids = insert_rows(
         Conversation,
-        ["code", "prompt_id", "messages", "example_tags", "theme", "canary", "author_id", "created"],
+        Conversation.INSERT_COLUMNS,
         [
             (next(codes), r.prompt_id, db_json(r.messages), db_json(r.example_tags), r.theme, r.canary, None, now)
             for r in new_rows
@@ -256,7 +245,7 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     criterion_rows = [_criterion_row(cid, pos, item, catalogue, now) for cid, pos, item in merged_criteria]
     for row, cid in zip(new_rows, new_ids, strict=True):
         criterion_rows.extend(_criterion_row(cid, i, item, catalogue, now) for i, item in enumerate(row.rubrics))
-    insert_rows(Criterion, CRITERION_COLUMNS, criterion_rows)
+    insert_rows(Criterion, Criterion.INSERT_COLUMNS, criterion_rows)
     Criterion.objects.bulk_update(moved, ["position"], batch_size=1000)
     Criterion.objects.bulk_update(
         [
@@ -275,17 +264,7 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     ideal_rows = [(r, existing[r.prompt_id].id) for _, r in filled] + list(zip(new_rows, new_ids, strict=True))
     insert_rows(
         IdealResponse,
-        [
-            "code",
-            "conversation_id",
-            "author_id",
-            "text",
-            "condition",
-            "group",
-            "reference_responses",
-            "from_dataset",
-            "created",
-        ],
+        IdealResponse.INSERT_COLUMNS,
         [
             (
                 next(codes),
@@ -322,12 +301,12 @@ def _condition(ideal: IdealData) -> str:
 def _add_members(name: str, conversation_ids: list[int], now) -> int:
     subset, _ = Subset.objects.get_or_create(name=name, defaults={"kind": subset_kind(name)})
     present: set[int] = set()
-    for start in range(0, len(conversation_ids), CHUNK):
+    for chunk in chunks(conversation_ids):
         present.update(
-            SubsetMember.objects.filter(
-                subset=subset, conversation_id__in=conversation_ids[start : start + CHUNK]
-            ).values_list("conversation_id", flat=True)
+            SubsetMember.objects.filter(subset=subset, conversation_id__in=chunk).values_list(
+                "conversation_id", flat=True
+            )
         )
     new = [(subset.id, cid, now) for cid in conversation_ids if cid not in present]
-    insert_rows(SubsetMember, ["subset_id", "conversation_id", "added"], new)
+    insert_rows(SubsetMember, SubsetMember.INSERT_COLUMNS, new)
     return len(new)

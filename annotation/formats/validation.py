@@ -13,7 +13,7 @@ and a deeply nested array exhausts the interpreter's stack.
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -39,6 +39,16 @@ MAX_TOKENS = 2_147_483_647  # Response/Grade prompt_tokens, completion_tokens (i
 MIN_SMALLINT, MAX_SMALLINT = -32768, 32767  # Criterion.points, Grade.points
 
 NO_ROWS = "the file has no rows (it is empty or holds only blank lines)"
+
+
+class FileRefused(Exception):
+    """A file refused whole, nothing written: `errors` names each bad line or example and its
+    field. Every importer raises a subclass, so commands and pages report them alike."""
+
+    def __init__(self, errors: Sequence[object]):
+        self.errors: list[Any] = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
 
 # A lone surrogate or NUL can only reach a decoded string through a \u escape (raw UTF-8
 # cannot encode a surrogate and JSON refuses raw control characters), so a line without

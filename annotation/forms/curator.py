@@ -98,9 +98,8 @@ class HardBuildForm(forms.Form):
     n = forms.IntegerField(min_value=1, initial=1000, label="How many conversations")
 
     def __init__(self, *args, **kwargs):
-        from grading.models import Run
+        # Imported here: the seam reaches into grading, whose models import annotation's.
+        from annotation.grading_seam import rankable_runs
 
         super().__init__(*args, **kwargs)
-        cast(forms.ModelMultipleChoiceField, self.fields["runs"]).queryset = Run.objects.filter(
-            status__in=[Run.Status.DONE, Run.Status.IMPORTED]
-        ).order_by("name")
+        cast(forms.ModelMultipleChoiceField, self.fields["runs"]).queryset = rankable_runs()

@@ -3,6 +3,7 @@
 from django.db import migrations, models
 
 import annotation.fields
+from healthbench_web.migration_guards import refuse_to_cut
 
 
 class Migration(migrations.Migration):
@@ -46,4 +47,6 @@ class Migration(migrations.Migration):
             name="snapshot",
             field=annotation.fields.CleanJSONField(),
         ),
+        # Migrating back narrows canary to varchar(200) again: refuse while a longer one is stored.
+        refuse_to_cut("annotation", "Conversation", "canary", 200, shown_by="prompt_id"),
     ]

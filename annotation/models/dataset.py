@@ -1,6 +1,7 @@
 """People and their writing: physicians, conversations, rubrics, consensus, labels, subsets."""
 
 import uuid
+from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -29,6 +30,20 @@ class Axis(models.TextChoices):
 
 class Physician(models.Model):
     """A person in the programme. Anonymized physicians from public files have no login."""
+
+    # The columns of a bulk insert (healthbench_web.bulk.insert_rows), in the order its rows give them.
+    INSERT_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "code",
+        "user_id",
+        "anonymized_id",
+        "role",
+        "status",
+        "specialty",
+        "country",
+        "languages",
+        "career_stage",
+        "created",
+    )
 
     class Role(models.TextChoices):
         PHYSICIAN = "physician"
@@ -113,6 +128,18 @@ class ConsensusCriterion(models.Model):
 class Conversation(models.Model):
     """A HealthBench example: messages ending with a user turn, plus its example tags."""
 
+    # The columns of a bulk insert (healthbench_web.bulk.insert_rows), in the order its rows give them.
+    INSERT_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "code",
+        "prompt_id",
+        "messages",
+        "example_tags",
+        "theme",
+        "canary",
+        "author_id",
+        "created",
+    )
+
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     prompt_id = models.CharField(max_length=100, unique=True)
     messages = JSONTextField(help_text="[{content, role}, ...] ending with a user turn")
@@ -144,6 +171,22 @@ class Conversation(models.Model):
 
 class Criterion(models.Model):
     """One rubric item of one conversation."""
+
+    # The columns of a bulk insert (healthbench_web.bulk.insert_rows), in the order its rows give them.
+    INSERT_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "conversation_id",
+        "position",
+        "text",
+        "points",
+        "tags",
+        "level",
+        "axis",
+        "consensus_criterion_id",
+        "author_id",
+        "flagged_for_review",
+        "created",
+        "updated",
+    )
 
     class Level(models.TextChoices):
         EXAMPLE = "example"
@@ -233,6 +276,19 @@ class ConsensusVote(models.Model):
 class IdealResponse(models.Model):
     """A physician-written ideal response, with what the physician was shown while writing it."""
 
+    # The columns of a bulk insert (healthbench_web.bulk.insert_rows), in the order its rows give them.
+    INSERT_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "code",
+        "conversation_id",
+        "author_id",
+        "text",
+        "condition",
+        "group",
+        "reference_responses",
+        "from_dataset",
+        "created",
+    )
+
     class Condition(models.TextChoices):
         NO_REFERENCE = "no_reference", "No reference responses shown"
         WITH_REFERENCE = "with_reference", "Reference responses shown"
@@ -268,6 +324,17 @@ class IdealResponse(models.Model):
 
 class PhysicianLabel(models.Model):
     """A physician's met / not met for one (response, criterion): meta-eval ground truth."""
+
+    # The columns of a bulk insert (healthbench_web.bulk.insert_rows), in the order its rows give them.
+    INSERT_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "physician_id",
+        "response_id",
+        "criterion_id",
+        "met",
+        "comment",
+        "repeats",
+        "created",
+    )
 
     physician = models.ForeignKey(Physician, on_delete=models.CASCADE, related_name="labels")
     response = models.ForeignKey("grading.Response", on_delete=models.CASCADE, related_name="physician_labels")
@@ -318,6 +385,9 @@ class Subset(models.Model):
 
 
 class SubsetMember(models.Model):
+    # The columns of a bulk insert (healthbench_web.bulk.insert_rows), in the order its rows give them.
+    INSERT_COLUMNS: ClassVar[tuple[str, ...]] = ("subset_id", "conversation_id", "added")
+
     subset = models.ForeignKey(Subset, on_delete=models.CASCADE, related_name="members")
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="memberships")
     added = models.DateTimeField(auto_now_add=True)

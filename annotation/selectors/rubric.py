@@ -2,9 +2,21 @@
 
 from dataclasses import dataclass
 
+from django.db.models import Q, QuerySet
+
 from annotation.models import Conversation, Criterion, Physician
 from annotation.rubric_checks import DuplicatePair, near_duplicates, positive_total, sign_warning
-from annotation.services.rubric import editor_criteria
+
+
+def editor_criteria(*, conversation: Conversation, physician: Physician) -> QuerySet[Criterion]:
+    """The rubric a physician works on: their own criteria and the dataset's example criteria.
+
+    Other physicians' criteria and the consensus criteria attached by votes stay out of
+    sight, so that what one physician writes or votes does not steer another.
+    """
+    return Criterion.objects.filter(conversation=conversation, level=Criterion.Level.EXAMPLE).filter(
+        Q(author=physician) | Q(author__isnull=True, origin__isnull=True)
+    )
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from annotation.grading_seam import Response
 from annotation.models import Assignment, Conversation, Criterion, IdealResponse, Physician
-from grading.models import Response
 
 LABEL_CONFLICT_NOTE = (
     "Withdrawn: this physician wrote the conversation or (was assigned) its rubric, and nobody labels responses "

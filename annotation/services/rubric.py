@@ -2,11 +2,12 @@
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.utils import timezone
 
 from annotation.models import Assignment, Conversation, Criterion, CriterionEdit, Physician
 from annotation.rubric_checks import positive_total
+from annotation.selectors.rubric import editor_criteria
 from annotation.services.locking import conversation_lock
 
 
@@ -81,17 +82,6 @@ def criterion_delete(*, physician: Physician, criterion: Criterion) -> None:
             before=criterion_snapshot(criterion),
         )
         criterion.delete()
-
-
-def editor_criteria(*, conversation: Conversation, physician: Physician):
-    """The rubric a physician works on: their own criteria and the dataset's example criteria.
-
-    Other physicians' criteria and the consensus criteria attached by votes stay out of
-    sight, so that what one physician writes or votes does not steer another.
-    """
-    return Criterion.objects.filter(conversation=conversation, level=Criterion.Level.EXAMPLE).filter(
-        Q(author=physician) | Q(author__isnull=True, origin__isnull=True)
-    )
 
 
 def rubric_submit(*, task: Assignment) -> None:

@@ -86,9 +86,7 @@ def subset_change_apply(*, subset: Subset, plan: SubsetPlan, by: Physician | Non
         removed = [[members[cid], cid] for cid in plan.removed]
         SubsetMember.objects.filter(id__in=[member_id for member_id, _ in removed]).delete()
         now = db_now()
-        insert_rows(
-            SubsetMember, ["subset_id", "conversation_id", "added"], [(subset.id, cid, now) for cid in plan.added]
-        )
+        insert_rows(SubsetMember, SubsetMember.INSERT_COLUMNS, [(subset.id, cid, now) for cid in plan.added])
         return SubsetChange.objects.create(
             subset=subset, action=plan.action, added=list(plan.added), removed=removed, by=by
         )

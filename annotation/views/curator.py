@@ -10,21 +10,17 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from annotation.access import physician_for, require_role
+from annotation.access import get_subset_for, physician_for, require_role
 from annotation.formats.exporter import export_subset_lines
 from annotation.formats.importer import ImportFailed, import_healthbench_lines
 from annotation.formats.validation import MAX_LINE_BYTES, MAX_UPLOAD_BYTES, READ_CHUNK, split_lines
 from annotation.forms.curator import HardBuildForm, ImportForm, PromptIdsForm, SubsetCreateForm, SubsetFilterForm
+from annotation.grading_seam import conversation_mean_scores, hardest_conversations
 from annotation.models import Physician, Subset, SubsetVersion
 from annotation.selectors.consensus_overview import consensus_overview
 from annotation.selectors.curation import preview_rows
 from annotation.selectors.dataset_stats import subset_stats, version_stats
-from annotation.services.subset_builders import (
-    consensus_candidates,
-    conversation_mean_scores,
-    filtered_conversations,
-    hardest_conversations,
-)
+from annotation.services.subset_builders import consensus_candidates, filtered_conversations
 from annotation.services.subset_changes import (
     NothingToUndo,
     SubsetChanged,
@@ -40,14 +36,6 @@ from annotation.services.subset_versions import SubsetEmpty, export_version_line
 
 CURATOR = Physician.Role.CURATOR
 READERS = (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
-
-
-def _get_subset(request: HttpRequest, name: str, *roles: str) -> Subset:
-    require_role(request, *(roles or (CURATOR,)))
-    try:
-        return Subset.objects.get(name=name)
-    except Subset.DoesNotExist:
-        raise Http404("No such subset") from None
 
 
 def _get_version(subset: Subset, number: str | int | None) -> SubsetVersion | None:
@@ -124,7 +112,7 @@ def _subset_page(
 @never_cache
 @login_required
 def curator_subset(request: HttpRequest, name: str) -> HttpResponse:
-    return _subset_page(request, _get_subset(request, name))
+    return _subset_page(request, get_subset_for(request, name))
 
 
 def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str = "") -> HttpResponse:
@@ -170,7 +158,7 @@ def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str
 @require_POST
 @login_required
 def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     form = SubsetFilterForm(request.POST)
     if not form.is_valid():
         messages.error(
@@ -200,7 +188,7 @@ def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 def curator_subset_pick(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     form = PromptIdsForm(request.POST)
     if not form.is_valid():
         messages.error(
@@ -225,7 +213,7 @@ def curator_subset_pick(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 def curator_subset_rebuild_consensus(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     if subset.kind != Subset.Kind.CONSENSUS:
         messages.error(request, "Only a Consensus subset is rebuilt from attached consensus criteria.")
         return redirect("curator_subset", name=name)
@@ -237,7 +225,7 @@ def curator_subset_rebuild_consensus(request: HttpRequest, name: str) -> HttpRes
 @require_POST
 @login_required
 def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     form = HardBuildForm(request.POST)
     if subset.kind != Subset.Kind.HARD:
         messages.error(request, "Only a Hard subset is built from run scores.")
@@ -262,7 +250,7 @@ def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 def curator_subset_undo(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     try:
         change = subset_change_undo(subset=subset)
     except NothingToUndo as exc:
@@ -278,7 +266,7 @@ def curator_subset_undo(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 def curator_subset_freeze(request: HttpRequest, name: str) -> HttpResponse:
-    subset = _get_subset(request, name)
+    subset = get_subset_for(request, name)
     undo = undoable_change(subset)
     if undo is not None and request.POST.get("confirm") != str(undo.id):
         # Freezing ends the undo of the last change: ask first, on the subset's own page.
@@ -299,7 +287,7 @@ def curator_subset_freeze(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 def curator_subset_export(request: HttpRequest, name: str) -> StreamingHttpResponse:
-    subset = _get_subset(request, name, *READERS)
+    subset = get_subset_for(request, name, *READERS)
     version = _get_version(subset, request.GET.get("frozen"))
     lines = export_version_lines(version) if version else export_subset_lines(subset)
     filename = f"{subset.name}-v{version.number}.jsonl" if version else f"{subset.name}.jsonl"
@@ -323,7 +311,7 @@ def curator_stats(request: HttpRequest) -> HttpResponse:
     name = request.GET.get("subset") or (subsets[0].name if subsets else None)
     stats = version = subset = None
     if name:
-        subset = _get_subset(request, name, *READERS)
+        subset = get_subset_for(request, name, *READERS)
         version = _get_version(subset, request.GET.get("frozen"))
         stats = version_stats(version) if version else subset_stats(subset)
     context = {"subsets": subsets, "subset": subset, "version": version, "stats": stats}

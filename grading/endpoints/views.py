@@ -5,26 +5,16 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.access import require_curator, require_role
-from grading.access import READERS
+from grading.access import READERS, get_endpoint_for_curator_rw
 from grading.endpoints.forms import EndpointForm
 from grading.endpoints.presets import PRESETS
 from grading.endpoints.selectors import endpoints_listed, endpoints_with_key_problems
 from grading.endpoints.services import endpoint_save
-from grading.models import Endpoint
-
-
-def _get_endpoint_for_curator(request: HttpRequest, code) -> Endpoint:
-    require_curator(request)
-    try:
-        return Endpoint.objects.get(code=code)
-    except (Endpoint.DoesNotExist, ValueError, ValidationError):
-        raise Http404("No such endpoint") from None
 
 
 @require_GET
@@ -49,7 +39,7 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"There is no preset {request.GET['preset']!r}; start from an empty form.")
     form = EndpointForm(request.POST or None, initial=preset.initial if preset else None)
     if request.method == "POST" and form.is_valid():
-        endpoint = endpoint_save(form=form)
+        endpoint = endpoint_save(endpoint=form.instance)
         messages.success(request, f"Saved endpoint {endpoint.name}. Researchers can now choose it for runs.")
         for warning in form.warnings:
             messages.warning(request, warning)
@@ -61,10 +51,10 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def endpoint_edit(request: HttpRequest, code) -> HttpResponse:
-    endpoint = _get_endpoint_for_curator(request, code)
+    endpoint = get_endpoint_for_curator_rw(request, code)
     form = EndpointForm(request.POST or None, instance=endpoint)
     if request.method == "POST" and form.is_valid():
-        endpoint_save(form=form)
+        endpoint_save(endpoint=form.instance)
         messages.success(request, f"Saved {endpoint.name}. Runs already made keep the settings they ran with.")
         for warning in form.warnings:
             messages.warning(request, warning)

@@ -20,15 +20,7 @@ from annotation.formats.validation import LineTooLong
 from annotation.models import Conversation, Criterion
 from grading.metaeval.files import MAX_ERRORS, FileInvalid, GraderLabelRow, parse_grader_label_lines
 from grading.models import Grade, Response, Run
-from healthbench_web.bulk import db_json, db_now, insert_rows
-
-# SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
-CHUNK = 900
-
-GRADE_COLUMNS = [
-    "run_id", "response_id", "criterion_id", "position", "criterion_text", "points", "tags", "status", "met",
-    "explanation", "raw_output", "error", "attempts", "prompt_tokens", "completion_tokens", "reused", "created",
-]  # fmt: skip
+from healthbench_web.bulk import chunks, db_json, db_now, insert_rows
 
 
 class RunConflict(ValueError):
@@ -57,27 +49,22 @@ class _Item:
     tags: tuple[str, ...]
 
 
-def _chunks(values: list) -> Iterable[list]:
-    for start in range(0, len(values), CHUNK):
-        yield values[start : start + CHUNK]
-
-
 def _resolve(rows: list[GraderLabelRow]) -> list[_Item]:
     """The stored item of every row, or ImportFailed naming each row whose item is unknown."""
     prompt_ids = list(dict.fromkeys(r.prompt_id for r in rows))
     conversations: dict[str, int] = {}
-    for chunk in _chunks(prompt_ids):
+    for chunk in chunks(prompt_ids):
         conversations.update(Conversation.objects.filter(prompt_id__in=chunk).values_list("prompt_id", "id"))
     responses: dict[tuple[int, str], int] = {}
-    for chunk in _chunks(list(dict.fromkeys(r.completion_id for r in rows))):
+    for chunk in chunks(list(dict.fromkeys(r.completion_id for r in rows))):
         stored = Response.objects.filter(completion_id__in=chunk).order_by("id")
         for cid, completion_id, pk in stored.values_list("conversation_id", "completion_id", "id"):
             # Should a completion_id repeat within a conversation, the oldest response is the
             # one the meta-eval import matched, so it is the one graded here too.
             responses.setdefault((cid, completion_id), pk)
     criteria: dict[tuple[int, str], list] = {}
-    for chunk in _chunks(list(conversations.values())):
-        attached = Criterion.objects.filter(conversation_id__in=chunk, consensus_criterion__isnull=False)
+    for id_chunk in chunks(list(conversations.values())):
+        attached = Criterion.objects.filter(conversation_id__in=id_chunk, consensus_criterion__isnull=False)
         for cid, cluster, *rest in attached.values_list(
             "conversation_id", "consensus_criterion__cluster", "id", "position", "text", "points", "tags"
         ):
@@ -163,5 +150,5 @@ def grader_labels_import(
         run = Run.objects.create(
             name=run_name, status=Run.Status.IMPORTED, source_file=source_file[:500], started=now, finished=now
         )
-        insert_rows(Grade, GRADE_COLUMNS, _grade_rows(run.id, rows, items, db_now()))
+        insert_rows(Grade, Grade.INSERT_COLUMNS, _grade_rows(run.id, rows, items, db_now()))
     return GraderLabelsSummary(run=run, rows=len(rows), grades_created=len(rows))

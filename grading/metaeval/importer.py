@@ -40,30 +40,10 @@ from annotation.models import (
 )
 from grading.metaeval.files import MAX_ERRORS, FileInvalid, MetaEvalRow, parse_meta_eval_lines
 from grading.models import Response
-from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
+from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
 
 META_EVAL_SUBSET = "meta-eval"
 LABELS_ONLY_SUBSET = "meta-eval-labels-only"
-CRITERION_COLUMNS = [
-    "conversation_id", "position", "text", "points", "tags", "level", "axis",
-    "consensus_criterion_id", "author_id", "flagged_for_review", "created", "updated",
-]  # fmt: skip
-RESPONSE_COLUMNS = [
-    "code", "conversation_id", "text", "source", "model_name", "parameters", "sample_index", "completion_id",
-    "author_id", "created",
-]  # fmt: skip
-PHYSICIAN_COLUMNS = [
-    "code", "user_id", "anonymized_id", "role", "status", "specialty", "country", "languages", "career_stage",
-    "created",
-]  # fmt: skip
-
-# SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
-CHUNK = 900
-
-
-def _chunks(values: list) -> Iterable[list]:
-    for start in range(0, len(values), CHUNK):
-        yield values[start : start + CHUNK]
 
 
 def _capped(errors: list[RowError]) -> list[RowError]:
@@ -202,7 +182,7 @@ def _first_with(rows: list[MetaEvalRow], key, text) -> dict:
 def _conversations(rows: list[MetaEvalRow], errors: list[RowError], summary: MetaEvalImportSummary) -> dict[str, int]:
     first = _first_with(rows, lambda r: r.prompt_id, lambda r: r.messages)
     ids: dict[str, int] = {}
-    for chunk in _chunks(list(first)):
+    for chunk in chunks(list(first)):
         for prompt_id, pk, messages in Conversation.objects.filter(prompt_id__in=chunk).values_list(
             "prompt_id", "id", "messages"
         ):
@@ -242,7 +222,7 @@ def _store_meta_eval(rows: list[MetaEvalRow], summary: MetaEvalImportSummary) ->
     codes = iter(new_codes(len(new_rows)))
     new_ids = insert_rows(
         Conversation,
-        ["code", "prompt_id", "messages", "example_tags", "theme", "canary", "author_id", "created"],
+        Conversation.INSERT_COLUMNS,
         [(next(codes), r.prompt_id, db_json(r.messages or []), "[]", "", r.canary, None, now) for r in new_rows],
     )
     conversation_ids.update(zip((r.prompt_id for r in new_rows), new_ids, strict=True))
@@ -274,7 +254,7 @@ def _store_meta_eval(rows: list[MetaEvalRow], summary: MetaEvalImportSummary) ->
 def _join_subset(name: str, conversation_ids: list[int], now: Any) -> None:
     subset, _ = Subset.objects.get_or_create(name=name, defaults={"kind": Subset.Kind.CUSTOM})
     present: set[int] = set()
-    for chunk in _chunks(conversation_ids):
+    for chunk in chunks(conversation_ids):
         present.update(
             SubsetMember.objects.filter(subset=subset, conversation_id__in=chunk).values_list(
                 "conversation_id", flat=True
@@ -282,7 +262,7 @@ def _join_subset(name: str, conversation_ids: list[int], now: Any) -> None:
         )
     insert_rows(
         SubsetMember,
-        ["subset_id", "conversation_id", "added"],
+        SubsetMember.INSERT_COLUMNS,
         [(subset.id, c, now) for c in conversation_ids if c not in present],
     )
 
@@ -299,7 +279,7 @@ def _attach(
     cids = list(dict.fromkeys(c for c, _ in wanted))
     attached: dict[tuple[int, int], int] = {}
     last: dict[int, int] = {}
-    for chunk in _chunks(cids):
+    for chunk in chunks(cids):
         stored = Criterion.objects.filter(conversation_id__in=chunk, consensus_criterion__isnull=False)
         for cid, ccid, pk in stored.values_list("conversation_id", "consensus_criterion_id", "id"):
             attached[(cid, ccid)] = pk
@@ -317,7 +297,7 @@ def _attach(
         row = (cid, last[cid], entry.text, entry.points, db_json(entry.tags()), Criterion.Level.CLUSTER,
                entry.axis, ccid, None, False, now, now)  # fmt: skip
         new_rows.append(row)
-    attached.update(zip(new, insert_rows(Criterion, CRITERION_COLUMNS, new_rows), strict=True))
+    attached.update(zip(new, insert_rows(Criterion, Criterion.INSERT_COLUMNS, new_rows), strict=True))
     summary.criteria_attached = len(new)
     return attached
 
@@ -334,7 +314,7 @@ def _responses(
         rows, lambda r: (conversation_ids[r.prompt_id], r.completion_id), lambda r: r.completion
     )
     found: dict[tuple[int, str], int] = {}
-    for chunk in _chunks(list(dict.fromkeys(k[1] for k in first))):
+    for chunk in chunks(list(dict.fromkeys(k[1] for k in first))):
         stored = Response.objects.filter(completion_id__in=chunk).order_by("id")
         for cid, completion_id, pk, digest in stored.values_list("conversation_id", "completion_id", "id", MD5("text")):
             key = (cid, completion_id)
@@ -361,11 +341,24 @@ def _responses(
     codes = iter(new_codes(len(new)))
     ids = insert_rows(
         Response,
-        RESPONSE_COLUMNS,
+        Response.INSERT_COLUMNS,
         [
-            (next(codes), cid, first[(cid, c)].completion or "", Response.Source.IMPORTED, "", "{}", 0, c, None, now)
+            (
+                next(codes),
+                cid,
+                first[(cid, c)].completion or "",
+                Response.Source.IMPORTED,
+                "",
+                "{}",
+                0,
+                c,
+                None,
+                None,
+                None,
+                now,
+            )
             for cid, c in new
-        ],
+        ],  # fmt: skip
     )
     found.update(zip(new, ids, strict=True))
     summary.responses_created = len(new)
@@ -376,7 +369,7 @@ def _responses(
 def _physicians(rows: list[MetaEvalRow], summary: MetaEvalImportSummary, now: Any) -> dict[str, int]:
     wanted = list(dict.fromkeys(pid for r in rows for pid, _ in r.labels))
     found: dict[str, int] = {}
-    for chunk in _chunks(wanted):
+    for chunk in chunks(wanted):
         for anonymized_id, pk in Physician.objects.filter(anonymized_id__in=chunk).values_list("anonymized_id", "id"):
             if anonymized_id is not None:
                 found[anonymized_id] = pk
@@ -384,7 +377,7 @@ def _physicians(rows: list[MetaEvalRow], summary: MetaEvalImportSummary, now: An
     codes = iter(new_codes(len(new)))
     ids = insert_rows(
         Physician,
-        PHYSICIAN_COLUMNS,
+        Physician.INSERT_COLUMNS,
         [
             (next(codes), None, pid, Physician.Role.PHYSICIAN, Physician.Status.ACTIVE, "", "", "[]", "", now)
             for pid in new
@@ -408,7 +401,7 @@ def _labels(
 ) -> None:
     response_list = list(dict.fromkeys(response_ids.values()))
     stored: dict[tuple[int, int, int], bool] = {}
-    for chunk in _chunks(response_list):
+    for chunk in chunks(response_list):
         labels = PhysicianLabel.objects.filter(response_id__in=chunk)
         for pid, rid, crid, met in labels.values_list("physician_id", "response_id", "criterion_id", "met"):
             stored[(pid, rid, crid)] = met
@@ -434,7 +427,5 @@ def _labels(
                     )
                 )
     if not errors:
-        insert_rows(
-            PhysicianLabel, ["physician_id", "response_id", "criterion_id", "met", "comment", "repeats", "created"], new
-        )
+        insert_rows(PhysicianLabel, PhysicianLabel.INSERT_COLUMNS, new)
         summary.labels_created = len(new)

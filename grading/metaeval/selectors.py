@@ -20,9 +20,7 @@ from django.db.models import Count, Exists, Max, OuterRef, Q
 from annotation.models import CantJudge, ConsensusCriterion, Criterion, Physician, PhysicianLabel
 from grading.metaeval.agreement import MetaEvalLabels
 from grading.models import Grade, Response, Run
-
-# SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
-CHUNK = 900
+from healthbench_web.bulk import chunks
 
 
 def labels_fingerprint() -> str:
@@ -66,11 +64,6 @@ def _counted_labels():
     )
 
 
-def _chunks(values: list) -> Iterable[list]:
-    for start in range(0, len(values), CHUNK):
-        yield values[start : start + CHUNK]
-
-
 def _codes(values: np.ndarray, names: dict[int, str]) -> tuple[np.ndarray, tuple[str, ...]]:
     """Code database ids 0..k-1 in the order of their names, so reports list them alphabetically."""
     ids = np.unique(values)
@@ -83,7 +76,7 @@ def _codes(values: np.ndarray, names: dict[int, str]) -> tuple[np.ndarray, tuple
 def _physician_names(ids: list[int]) -> dict[int, str]:
     # A physician with a login is shown by username; an anonymized one by the file's id.
     names: dict[int, str] = {}
-    for chunk in _chunks(ids):
+    for chunk in chunks(ids):
         for pk, username, anonymized_id in Physician.objects.filter(id__in=chunk).values_list(
             "id", "user__username", "anonymized_id"
         ):
@@ -179,7 +172,7 @@ def runs_with_meta_eval() -> list[tuple[Run, int]]:
 def item_keys(*, response_ids: Iterable[int]) -> dict[int, tuple[str, str]]:
     """response id -> (prompt_id, completion_id), as the public files name an item."""
     keys: dict[int, tuple[str, str]] = {}
-    for chunk in _chunks(list(dict.fromkeys(int(r) for r in response_ids))):
+    for chunk in chunks(list(dict.fromkeys(int(r) for r in response_ids))):
         for pk, prompt_id, completion_id in Response.objects.filter(id__in=chunk).values_list(
             "id", "conversation__prompt_id", "completion_id"
         ):

@@ -1,5 +1,5 @@
 """The grader prompt: what we ask a grader model about one (response, criterion), and how we
-read its answer.
+read its answer. Pure Python, no Django.
 
 A template is plain text with two placeholders, ``<<conversation>>`` and ``<<rubric_item>>``,
 the ones the published HealthBench grader template uses, so a team can pass that exact

@@ -26,6 +26,7 @@ from grading.models import Endpoint, Grade, GraderConfig, Run, RunBatch, SampleF
 from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
 from healthbench_web.celery import app as celery_app
+from healthbench_web.celery import broker_ping
 from healthbench_web.redact import endpoint_keys, redact
 
 # The name grading.pipeline.tasks.grade_batch is registered under (the name it had before
@@ -40,6 +41,30 @@ OPEN = (RunBatch.Status.QUEUED, RunBatch.Status.RUNNING)
 REPORT_STEPS = 20
 
 log = logging.getLogger(__name__)
+
+BROKER_TIMEOUT_SECONDS = 2
+
+
+class QueueUnavailable(Exception):
+    """The broker cannot take a run's tasks right now; nothing of the run was stored."""
+
+    def __init__(self, error: Exception):
+        super().__init__(
+            f"Grading runs cannot be started right now: the task queue is unreachable ({type(error).__name__}). "
+            "Nothing was stored; launch again once it is back (/healthz/ says what is down)."
+        )
+
+
+def queue_check() -> None:
+    """Raise QueueUnavailable unless the broker answers (a server broker; the filesystem one
+    cannot be down). Checked before a launch writes anything."""
+    if celery_app.conf.task_always_eager:
+        return
+    try:
+        broker_ping(BROKER_TIMEOUT_SECONDS)
+    except Exception as exc:
+        log.warning("launch refused: broker unreachable (%s: %s)", type(exc).__name__, exc)
+        raise QueueUnavailable(exc) from None
 
 
 def _next_version() -> CombinedExpression:
@@ -57,20 +82,41 @@ def batch_size_for(concurrency: int, remaining: int) -> int:
     return max(2 * concurrency, 40, min(20 * concurrency, remaining // 6))
 
 
-def batches_queue(batch_ids: list[int], *, countdown: float | None = None) -> None:
+def batches_queue(batch_ids: list[int], *, countdown: float | None = None, launched_run: int | None = None) -> None:
     """Queue one task per batch when the current transaction commits: on the sampling queue
-    for a run that samples a policy model, on the grading queue otherwise."""
+    for a run that samples a policy model, on the grading queue otherwise.
+
+    The broker was checked just before, but may go away in between: then the batches stay
+    queued in the database for `grade --resume` (or the sweep) to send again, and the run of a
+    launch (`launched_run`) is marked failed with the reason, instead of sitting there unsent."""
     if not batch_ids:
         return
-    # Looked up by name in Celery's registry rather than imported: the tasks module calls
-    # these services, so importing it here would tie the two in a circle.
-    grade_batch = celery_app.tasks[GRADE_BATCH_TASK]
     sampling = set(
         RunBatch.objects.filter(id__in=batch_ids, run__policy_config__isnull=False).values_list("id", flat=True)
     )
-    for batch_id in batch_ids:
-        queue = settings.CELERY_SAMPLING_QUEUE if batch_id in sampling else settings.CELERY_GRADING_QUEUE
-        transaction.on_commit(partial(grade_batch.apply_async, (batch_id,), countdown=countdown, queue=queue))
+    queues = [
+        (batch_id, settings.CELERY_SAMPLING_QUEUE if batch_id in sampling else settings.CELERY_GRADING_QUEUE)
+        for batch_id in batch_ids
+    ]
+    transaction.on_commit(partial(_send_batches, queues, countdown, launched_run))
+
+
+def _send_batches(queues: list[tuple[int, str]], countdown: float | None, launched_run: int | None) -> None:
+    # Looked up by name in Celery's registry rather than imported: the tasks module calls
+    # these services, so importing it here would tie the two in a circle.
+    grade_batch = celery_app.tasks[GRADE_BATCH_TASK]
+    for sent, (batch_id, queue) in enumerate(queues):
+        try:
+            grade_batch.apply_async((batch_id,), countdown=countdown, queue=queue)
+        except Exception as exc:
+            log.error("could not queue %d batch(es): %s: %s", len(queues) - sent, type(exc).__name__, exc)
+            if launched_run is not None:
+                run_fail(
+                    run_id=launched_run,
+                    error=f"the task queue went away while the run was launched ({type(exc).__name__}); "
+                    "resume it once the queue is back",
+                )
+            return
 
 
 SNAPSHOT_FIELDS = {
@@ -143,12 +189,14 @@ def _batch(run: Run, number: int, ids: list[int], items: int, by_conversation: b
 
 
 def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
-    """Create the run and its batches and queue them; raises RunSpecError."""
+    """Create the run and its batches and queue them; raises RunSpecError, or QueueUnavailable
+    (before anything is stored) when the broker is down."""
     spec_check(spec)
     assert spec.grader is not None  # spec_check refuses a spec without one
     plan = plan or run_plan(spec)
     if plan.grades == 0:
         raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
+    queue_check()
     try:
         with transaction.atomic():
             run = Run.objects.create(
@@ -171,7 +219,7 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
             )
             RunBatch.objects.bulk_create(_batches(run, plan))
             batch_ids = list(run.batches.values_list("id", flat=True))
-            batches_queue(batch_ids)
+            batches_queue(batch_ids, launched_run=run.id)
     except IntegrityError:
         # Another launch took the name between the check and the insert.
         raise RunSpecError([f"a run named {spec.name!r} already exists; choose another name"]) from None

@@ -5,7 +5,8 @@ Settings acknowledge a task only after it ran and give it back when its worker d
 most a claim that fails. Recovery does not rely on the broker alone: the filesystem broker
 drops the messages a killed worker held, and Redis returns them only after its visibility
 timeout. So every worker also sweeps, every GRADING_SWEEP_SECONDS, for batches whose lease
-ran out and queues them again (grading_service.runs_sweep).
+ran out and queues them again (grading_service.runs_sweep), and moves the tasks an older
+release left on Celery's default queue (grading.pipeline.legacy_queue).
 """
 
 import logging
@@ -16,6 +17,7 @@ from django.db import close_old_connections
 
 from grading.models import Run
 from grading.pipeline.batches import batch_run
+from grading.pipeline.legacy_queue import legacy_queue_drain
 from grading.pipeline.runs import GRADE_BATCH_TASK, WARM_REPORT_TASK, runs_sweep
 from grading.reports.report import run_report_data_cached
 from healthbench_web.celery import app
@@ -48,6 +50,10 @@ def sweep() -> None:
         return
     if queued:
         log.warning("grading sweep queued %d batch(es) again: %s", len(queued), queued)
+    try:
+        legacy_queue_drain()
+    except Exception:
+        log.exception("moving tasks off the legacy queue failed; the next sweep tries again")
 
 
 class GradingSweep(bootsteps.StartStopStep):

@@ -30,7 +30,8 @@ from grading.pipeline.estimate import (
 )
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import run_cancel, run_launch
+from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch
+from healthbench_web.throttles import launch_refusal
 
 RUNS_PER_PAGE = 50
 
@@ -183,22 +184,32 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
         form.is_valid()  # shows the refusal, and whatever else is wrong, beside the form
         template = "runs/run_new.html#run-form" if request.htmx else "runs/run_new.html"
         return render(request, template, context, status=400)
+    status = 200
     if request.method == "POST" and form.is_valid():
         spec = form.spec()
         try:
             plan = run_plan(spec)
-            if request.POST.get("action") == "launch" and not request.htmx:
-                run = run_launch(spec=spec, plan=plan)
-                messages.success(request, f"Launched {run.name}: {run.total_items:,} grades.")
-                return redirect("run_detail", code=run.code)
             context["estimate"] = plan_estimate(spec, plan)
+            if request.POST.get("action") == "launch" and not request.htmx:
+                # The API's launch limit, counted in the same place (an estimate is not counted).
+                refusal = launch_refusal(request)
+                if refusal is not None:
+                    status, reason = refusal
+                    form.add_error(None, reason)
+                else:
+                    run = run_launch(spec=spec, plan=plan)
+                    messages.success(request, f"Launched {run.name}: {run.total_items:,} grades.")
+                    return redirect("run_detail", code=run.code)
         except RunSpecError as exc:
             for problem in exc.problems:
                 form.add_error(None, problem)
+        except QueueUnavailable as exc:
+            status = 503
+            form.add_error(None, str(exc))
     if request.htmx:
         # The whole form comes back, so every error shows beside its own field.
-        return render(request, "runs/run_new.html#run-form", context)
-    return render(request, "runs/run_new.html", context)
+        return render(request, "runs/run_new.html#run-form", context, status=status)
+    return render(request, "runs/run_new.html", context, status=status)
 
 
 @require_GET

@@ -33,6 +33,7 @@ from annotation.formats.validation import (
     MAX_TOKENS,
     MIN_SMALLINT,
     NO_ROWS,
+    FileRefused,
     JsonProblem,
     decode_json,
     too_long,
@@ -63,10 +64,8 @@ class ExampleError:
         return f"{where}: {self.message}"
 
 
-class ResultsInvalid(Exception):
-    def __init__(self, errors: list[ExampleError]):
-        self.errors = errors
-        super().__init__("\n".join(str(e) for e in errors))
+class ResultsInvalid(FileRefused):
+    errors: list[ExampleError]
 
 
 @dataclass(frozen=True)

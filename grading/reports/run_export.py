@@ -24,9 +24,9 @@ from grading.models import Grade, Response, Run
 from grading.reports import scoring
 from grading.reports.report import DEFAULT_SEED, run_report
 from grading.reports.results_file import LengthAdjustment, results_document
+from healthbench_web.bulk import chunks
 
 # Responses read per query: keeps memory flat on a paper-size run (80,000 responses).
-CHUNK = 900
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,7 @@ def _usage(prompt_tokens: int | None, completion_tokens: int | None) -> dict[str
 
 def _examples(run: Run, score_of: dict[int, float | None], adjustment: LengthAdjustment | None) -> Iterator[dict]:
     response_ids = list(score_of)
-    for start in range(0, len(response_ids), CHUNK):
-        chunk = response_ids[start : start + CHUNK]
+    for chunk in chunks(response_ids):
         responses = {
             r[0]: r
             for r in Response.objects.filter(id__in=chunk).values_list(

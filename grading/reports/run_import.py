@@ -18,20 +18,17 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from annotation.formats.validation import FileRefused
 from annotation.models import Conversation, Criterion
 from grading.models import Grade, Response, Run
 from grading.reports.results_file import LengthAdjustment, ResultExample
-from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
+from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
 
-# SQLite allows 999 variables per query in old builds: look rows up in chunks below that.
-CHUNK = 900
 MAX_NAME: int = Run._meta.get_field("name").max_length or 200
 
 
-class RunImportFailed(Exception):
-    def __init__(self, errors: list[str]):
-        self.errors = errors
-        super().__init__("\n".join(errors))
+class RunImportFailed(FileRefused):
+    errors: list[str]
 
 
 @dataclass
@@ -68,8 +65,7 @@ def _check_name(name: str) -> None:
 
 def _conversations(prompt_ids: list[str]) -> dict[str, int]:
     found: dict[str, int] = {}
-    for start in range(0, len(prompt_ids), CHUNK):
-        chunk = prompt_ids[start : start + CHUNK]
+    for chunk in chunks(prompt_ids):
         found.update(Conversation.objects.filter(prompt_id__in=chunk).values_list("prompt_id", "id"))
     return found
 
@@ -78,9 +74,9 @@ def _rubric_index(conversation_ids: list[int]) -> dict[int, dict[tuple, list[int
     """conversation id -> (text, points, tags) -> criterion ids in rubric order."""
     index: dict[int, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
     tag_lists: dict[str, tuple[str, ...]] = {}
-    for start in range(0, len(conversation_ids), CHUNK):
+    for chunk in chunks(conversation_ids):
         rows = (
-            Criterion.objects.filter(conversation_id__in=conversation_ids[start : start + CHUNK])
+            Criterion.objects.filter(conversation_id__in=chunk)
             .order_by("conversation_id", "position", "id")
             # Tags as text: a dataset has a few dozen distinct tag lists, decoded once each.
             .values_list("conversation_id", "id", "text", "points", Cast("tags", TextField()))
@@ -96,17 +92,6 @@ def _rubric_index(conversation_ids: list[int]) -> dict[int, dict[tuple, list[int
 @functools.lru_cache(maxsize=1024)
 def _tags_json(tags: tuple[str, ...]) -> str:
     return db_json(list(tags))
-
-
-RESPONSE_COLUMNS = [
-    "code", "conversation_id", "text", "source", "model_name", "parameters", "sample_index",
-    "completion_id", "author_id", "prompt_tokens", "completion_tokens", "created",
-]  # fmt: skip
-GRADE_COLUMNS = [
-    "run_id", "response_id", "criterion_id", "position", "criterion_text", "points", "tags", "status",
-    "met", "explanation", "raw_output", "error", "attempts", "prompt_tokens", "completion_tokens",
-    "reused", "created",
-]  # fmt: skip
 
 
 def run_import(
@@ -186,7 +171,7 @@ def _store(
             (code, conversation_of[e.prompt_id], e.completion, Response.Source.IMPORTED, "", "{}", k,
              e.completion_id, None, e.input_tokens, e.output_tokens, now)
         )  # fmt: skip
-    response_ids = insert_rows(Response, RESPONSE_COLUMNS, response_rows)
+    response_ids = insert_rows(Response, Response.INSERT_COLUMNS, response_rows)
     rubrics = _rubric_index(sorted(set(conversation_of[e.prompt_id] for e in examples)))
     grade_rows = []
     for example, response_id in zip(examples, response_ids, strict=True):
@@ -207,6 +192,6 @@ def _store(
                 (run.id, response_id, criterion_id, position, item.criterion, item.points, _tags_json(item.tags),
                  status, item.met, item.explanation, "", "", 0, None, None, False, now)
             )  # fmt: skip
-    insert_rows(Grade, GRADE_COLUMNS, grade_rows)
+    insert_rows(Grade, Grade.INSERT_COLUMNS, grade_rows)
     summary.grades = len(grade_rows)
     return summary

@@ -22,7 +22,7 @@ from grading.models import Endpoint, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import run_cancel, run_launch, run_resume
+from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
 
 POLL_SECONDS = 2.0
 STALL_HINT_SECONDS = 30.0
@@ -176,6 +176,8 @@ class Command(BaseCommand):
             run = run_launch(spec=spec, plan=plan)
         except RunSpecError as exc:
             raise CommandError("\n".join(exc.problems)) from None
+        except QueueUnavailable as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(f"Launched {run.name}: {run.total_items:,} grades in {run.batches.count()} batches.")
         return run
 

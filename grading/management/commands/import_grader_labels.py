@@ -1,13 +1,14 @@
 from pathlib import Path
+from typing import Any, BinaryIO
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandParser
 
-from annotation.formats.importer import ImportFailed
 from annotation.formats.validation import file_lines
-from grading.metaeval.grader_labels import grader_labels_import
+from annotation.management.import_command import ImportCommand
+from grading.metaeval.grader_labels import GraderLabelsSummary, grader_labels_import
 
 
-class Command(BaseCommand):
+class Command(ImportCommand):
     help = (
         "Import a grader's labels on meta-eval items into a run named NAME (status imported). Each JSONL row "
         "is {prompt_id, completion_id, category, criteria_met, explanation}: criteria_met must be true or "
@@ -16,25 +17,10 @@ class Command(BaseCommand):
         "with its field. Importing the same labels into the same run again changes nothing; other labels "
         "into an existing run are refused."
     )
+    file_help = "path to the grader-label .jsonl file"
 
-    def add_arguments(self, parser):
-        parser.add_argument("file", type=Path, help="path to the grader-label .jsonl file")
+    def add_options(self, parser: CommandParser) -> None:
         parser.add_argument("--name", required=True, help="name of the run that receives the grades")
 
-    def handle(self, *args, file: Path, name: str, **options):
-        try:
-            handle = file.open("rb")
-        except OSError as exc:
-            raise CommandError(f"cannot read {file}: {exc.strerror}") from None
-        try:
-            with handle:
-                summary = grader_labels_import(lines=file_lines(handle), run_name=name, source_file=str(file))
-        except ImportFailed as exc:
-            for error in exc.errors:
-                self.stderr.write(f"{file}: {error}")
-            raise CommandError(
-                f"{file}: not imported ({len(exc.errors)} error(s)); the database is unchanged"
-            ) from None
-        except ValueError as exc:
-            raise CommandError(f"{file}: {exc}; the database is unchanged") from None
-        self.stdout.write(f"{file}: {summary}")
+    def import_file(self, file: Path, handle: BinaryIO, options: dict[str, Any]) -> GraderLabelsSummary:
+        return grader_labels_import(lines=file_lines(handle), run_name=options["name"], source_file=str(file))

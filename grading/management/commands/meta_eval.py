@@ -1,8 +1,6 @@
 import argparse
-from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
-
+from grading.management.report_command import ReportCommand
 from grading.metaeval.report import (
     CSV_COLUMNS,
     DEFAULT_SEED,
@@ -14,7 +12,7 @@ from grading.metaeval.report import (
 from grading.models import Run
 
 
-class Command(BaseCommand):
+class Command(ReportCommand):
     help = "\n".join(
         [
             "Print how far run NAME's grader agrees with physicians on the consensus criteria.",
@@ -32,33 +30,16 @@ class Command(BaseCommand):
         ]
     )
 
+    default_seed = DEFAULT_SEED
+    seed_help = "bootstrap seed, as the web page uses"
+
     def create_parser(self, prog_name, subcommand, **kwargs):
         # Keep the column list readable in --help instead of one reflowed paragraph.
         parser = super().create_parser(prog_name, subcommand, **kwargs)
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
         return parser
 
-    def add_arguments(self, parser):
-        parser.add_argument("name", help="name of the run")
-        parser.add_argument("--format", choices=["json", "csv"], default="json", dest="fmt")
-        parser.add_argument("--out", type=Path, help="write to this file instead of standard output")
-        parser.add_argument(
-            "--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED}, as the web page)"
-        )
-
-    def handle(self, *args, name: str, fmt: str, out: Path | None, seed: int, **options):
-        if seed < 0:
-            raise CommandError("--seed must be 0 or more")
-        run = Run.objects.filter(name=name).first()
-        if run is None:
-            raise CommandError(f"no run is named {name!r}")
+    def render(self, run: Run, fmt: str, seed: int) -> tuple[str, str]:
         document = run_meta_eval_report(run=run, seed=seed)
         text = report_json(document) if fmt == "json" else report_csv(document)
-        if out is None:
-            self.stdout.write(text, ending="")
-            return
-        try:
-            out.write_text(text)
-        except OSError as exc:
-            raise CommandError(f"cannot write {out}: {exc.strerror}") from None
-        self.stderr.write(f"{out}: meta-eval report of run {name!r} ({document['coverage']['items']} items)")
+        return text, f"meta-eval report of run {run.name!r} ({document['coverage']['items']} items)"

@@ -21,7 +21,9 @@ from annotation.models import Assignment, ConsensusVote, Conversation, Criterion
 from annotation.services.assignments import assignments_create
 from grading.models import Grade, Response, Run
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+# The demo data sits with the people who write it (annotation/demo/); the command loads runs and
+# grades too, so it lives in grading, which may import annotation.
+DEMO_DIR = Path(__file__).resolve().parents[3] / "annotation" / "demo"
 DATASET = DEMO_DIR / "demo_dataset.jsonl"
 RESPONSES = DEMO_DIR / "demo_responses.jsonl"
 DEMO_SUBSET = "demo"

@@ -1,7 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.services.subset_builders import consensus_subset_build, hard_subset_build
+from annotation.services.subset_builders import consensus_subset_build
 from grading.models import Run
+from grading.reports.hard_subset import hard_subset_build
 
 
 class Command(BaseCommand):
