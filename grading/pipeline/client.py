@@ -294,8 +294,10 @@ async def chat(
         reasoning=endpoint.reasoning,
         reasoning_effort=endpoint.reasoning_effort,
         schema=schema,
+        system_message=endpoint.system_message,
     )
-    estimate = sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + min(limit, 256)
+    chars = sum(len(m["content"]) for m in messages) + len(endpoint.system_message)
+    estimate = chars // CHARS_PER_TOKEN + min(limit or 256, 256)
     for attempt in range(1, policy.max_attempts + 1):
         if watch is not None and watch.reason is not None:
             raise CallFailed(watch.reason, attempts=attempt - 1, fatal=True)
@@ -411,10 +413,11 @@ async def ask_grader(
         if reply.refused:
             return _failed(spent, watch, f"the grader refused: {_quote(reply.content)}", "grader refused", raw)
         if reply.truncated:
-            if limit == endpoint.max_tokens:
-                limit = endpoint.max_tokens * 2  # once, with room to finish
+            if limit is not None and limit == endpoint.max_tokens:
+                limit = limit * 2  # once, with room to finish
                 continue
-            return _failed(spent, watch, f"the grader's answer was cut off at {limit} output tokens", "cut off", raw)
+            at = f"{limit} output tokens" if limit is not None else "the model's own output limit"
+            return _failed(spent, watch, f"the grader's answer was cut off at {at}", "cut off", raw)
         answers += 1
         try:
             answer = parse_answer(reply.content)
