@@ -38,8 +38,8 @@ from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._db import fresh_postgres  # noqa: E402
-from bench.generate import WORDS  # noqa: E402
+from bench._db import fresh_postgres
+from bench.generate import WORDS
 
 N_LABELS, N_ITEMS, N_CATEGORIES, N_PHYSICIANS = 60_896, 30_000, 34, 250
 REFERENCE_FILE = "healthbench_meta_eval.py"

@@ -358,7 +358,7 @@ def _responses(
                 now,
             )
             for cid, c in new
-        ],  # fmt: skip
+        ],
     )
     found.update(zip(new, ids, strict=True))
     summary.responses_created = len(new)

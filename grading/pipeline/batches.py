@@ -351,12 +351,12 @@ def request_key(grader: CallTarget, prompt_hash: str, prompt: str) -> str:
 
 def _requests(run: Run, grader: CallTarget, items: list[Item]) -> tuple[dict[str, str], dict[str, list[Item]]]:
     """The prompt of each distinct request, and the items that ask it."""
-    responses = dict(
-        (rid, (text, cid))
+    responses = {
+        rid: (text, cid)
         for rid, text, cid in Response.objects.filter(id__in={i.response_id for i in items}).values_list(
             "id", "text", "conversation_id"
         )
-    )
+    }
     # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
     messages = cast(
         "dict[int, list]",

@@ -225,7 +225,7 @@ def _transport_fault(exc: BaseException, endpoint: CallTarget) -> tuple[str, boo
 def _keys(endpoint: CallTarget) -> list[str]:
     try:
         return [endpoint.api_key()] if endpoint.api_key_env else []
-    except Exception:  # noqa: BLE001 - no key, nothing to remove
+    except Exception:  # no key, nothing to remove
         return []
 
 
@@ -253,7 +253,7 @@ def _status_failure(exc: openai.APIStatusError, endpoint: CallTarget) -> _Failur
 def _body_text(response: httpx2.Response) -> str:
     try:
         return response.text[:2000]
-    except Exception:  # noqa: BLE001 - a body that cannot be read says nothing
+    except Exception:  # a body that cannot be read says nothing
         return ""
 
 
