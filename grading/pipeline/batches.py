@@ -363,7 +363,8 @@ def _requests(run: Run, grader: CallTarget, items: list[Item]) -> tuple[dict[str
         dict(Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")),
     )
     blocks = {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
-    assert run.grader_config is not None  # only runs graded here have batches
+    if run.grader_config is None:  # only runs graded here have batches
+        raise ValueError(f"run {run.pk} has batches but no grader")
     template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
     prompts: dict[str, str] = {}
     groups: dict[str, list[Item]] = {}

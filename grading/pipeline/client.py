@@ -69,7 +69,7 @@ class RetryPolicy:
         """Exponential, with "equal jitter": half fixed, half random, so that workers that
         failed together do not come back together, yet none retries at once."""
         ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - jitter, not a secret
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -340,7 +340,7 @@ async def chat(
         delay = policy.backoff(attempt)
         if failure.retry_after is not None:
             # The server said when; a little jitter keeps the workers it told from returning in step.
-            delay = min(policy.max_retry_after, failure.retry_after) + random.uniform(0, 0.1 * policy.base_delay)
+            delay = min(policy.max_retry_after, failure.retry_after) + random.uniform(0, 0.1 * policy.base_delay)  # noqa: S311 - jitter
         await asyncio.sleep(delay)
     raise AssertionError("unreachable")
 
