@@ -457,7 +457,7 @@ class _Handler(BaseHTTPRequestHandler):
     # for the client's delayed ACK (40 ms), which would look like latency.
     disable_nagle_algorithm = True
 
-    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format, *args) -> None:  # `format`: the base class's name
         pass
 
     def do_POST(self) -> None:

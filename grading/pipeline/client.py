@@ -70,7 +70,7 @@ class RetryPolicy:
         """Exponential, with "equal jitter": half fixed, half random, so that workers that
         failed together do not come back together, yet none retries at once."""
         ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - jitter, not a secret
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -229,7 +229,7 @@ def _transport_fault(exc: BaseException, endpoint: CallTarget) -> tuple[str, boo
 def _keys(endpoint: CallTarget) -> list[str]:
     try:
         return [endpoint.api_key()] if endpoint.api_key_env else []
-    except Exception:  # noqa: BLE001 - no key, nothing to remove
+    except Exception:  # no key, nothing to remove
         return []
 
 
@@ -257,7 +257,7 @@ def _status_failure(exc: openai.APIStatusError, endpoint: CallTarget) -> _Failur
 def _body_text(response: httpx2.Response) -> str:
     try:
         return response.text[:2000]
-    except Exception:  # noqa: BLE001 - a body that cannot be read says nothing
+    except Exception:  # a body that cannot be read says nothing
         return ""
 
 
@@ -336,7 +336,7 @@ async def chat(
         delay = policy.backoff(attempt)
         if failure.retry_after is not None:
             # The server said when; a little jitter keeps the workers it told from returning in step.
-            delay = min(policy.max_retry_after, failure.retry_after) + random.uniform(0, 0.1 * policy.base_delay)
+            delay = min(policy.max_retry_after, failure.retry_after) + random.uniform(0, 0.1 * policy.base_delay)  # noqa: S311 - jitter
         await asyncio.sleep(delay)
     raise AssertionError("unreachable")
 
