@@ -3,6 +3,7 @@ split, how the answer is read (and which criteria fall back to their own call), 
 through the client against the test server."""
 
 import asyncio
+import itertools
 import json
 
 import pytest
@@ -74,7 +75,7 @@ def test_a_placeholder_inside_the_conversation_is_sent_as_written():
 def test_long_rubrics_are_split_into_even_calls_of_at_most_the_limit(n, sizes):
     bounds = rp.chunk_bounds(n)
     assert [stop - start for start, stop in bounds] == sizes
-    assert all(b[1] == a[0] for b, a in zip(bounds, bounds[1:], strict=False))
+    assert all(b[1] == a[0] for b, a in itertools.pairwise(bounds))
 
 
 def test_a_calls_tokens_are_shared_so_that_they_add_up():

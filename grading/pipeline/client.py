@@ -484,9 +484,8 @@ async def ask_grader_chunk(
         failure = _failed(
             spent, watch, f"unreadable answer {policy.format_attempts} times: {problem}", "unreadable", raw
         )
-    if failure is not None:
-        return _shared(failure, n)
-    assert chunk is not None
+    if failure is not None or chunk is None:
+        return _shared(failure or spent.outcome(met=None, error="no answer"), n)
     if watch is not None:
         watch.succeeded()
     entries = chunk.entries or {}
