@@ -40,7 +40,7 @@ os.environ.setdefault("ENDPOINT_ALLOW_PRIVATE_NETWORKS", "1")
 # run then waits for the stall sweep (minutes).
 os.environ.setdefault("CELERY_QUEUE_PREFIX", f"bench-grading-{os.getpid()}")
 
-from bench._db import REPO, fresh_postgres  # noqa: E402
+from bench._db import REPO, fresh_postgres
 
 FILLER = "rest fluids fever paracetamol dose hours doctor clinic warning sign breathing rash drink sleep watch".split()
 WORDS = ["kiwi", "mango", "papaya", "guava", "lychee", "quince", "feijoa", "durian", "longan", "rambutan"]
@@ -121,7 +121,7 @@ def build_source(n_grades: int, samples: int = 4):
                 points=c.points,
                 tags=c.tags,
                 met=WORDS[c.position] in r.text.split(),
-            )  # fmt: skip
+            )
             for r in responses
             for c in by_conversation[r.conversation_id]
         ],

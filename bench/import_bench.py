@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._db import fresh_postgres  # noqa: E402
-from bench.generate import healthbench_lines  # noqa: E402
+from bench._db import fresh_postgres
+from bench.generate import healthbench_lines
 
 
 def main() -> None:

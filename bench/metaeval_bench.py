@@ -38,8 +38,8 @@ from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._db import fresh_postgres  # noqa: E402
-from bench.generate import WORDS  # noqa: E402
+from bench._db import fresh_postgres
+from bench.generate import WORDS
 
 N_LABELS, N_ITEMS, N_CATEGORIES, N_PHYSICIANS = 60_896, 30_000, 34, 250
 REFERENCE_FILE = "healthbench_meta_eval.py"
@@ -131,7 +131,9 @@ def load_reference(directory: Path) -> tuple[dict, str]:
         or (isinstance(node, ast.Assign) and any(getattr(t, "id", None) in REFERENCE_CONSTANTS for t in node.targets))
     ]  # fmt: skip
     namespace: dict = {"defaultdict": defaultdict, "Literal": Literal}
-    exec(compile(ast.Module(body=keep, type_ignores=[]), str(directory / REFERENCE_FILE), "exec"), namespace)
+    # The reference's own functions, from the checked-out simple-evals file, to time beside ours.
+    code = compile(ast.Module(body=keep, type_ignores=[]), str(directory / REFERENCE_FILE), "exec")
+    exec(code, namespace)  # noqa: S102
     lacking = sorted(set(REFERENCE_FUNCTIONS) - set(namespace))
     if lacking:
         raise ImportError(f"{REFERENCE_FILE} lacks {lacking}")

@@ -87,7 +87,7 @@ def build(*, database: str, conversations: int, physicians: int, rounds: int) ->
                 k,
                 f"bench:{cid}:{k}",
                 now,
-            )  # fmt: skip
+            )
             for cid in ids
             for k in range(2)
         ],

@@ -55,7 +55,7 @@ ACCESS_FORMAT = "%(p)s %(D)s %(s)s %(U)s"  # worker pid, microseconds, status, p
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _env(tmp: Path, prefix: str) -> dict:
@@ -366,7 +366,7 @@ def main() -> None:
     for name in DOWNLOADS:
         print(
             f"  {name:5} cold {base_cold[name]:6.0f} ms {base_cpu[name]:5.2f} s CPU   warm {_summary(base_warm[name])}"
-        )  # noqa: E501
+        )
     print("ours      shared Redis cache keyed by the run's report version")
     print(f"          (cold: median of {args.cold_rounds} rounds interleaved with the baseline's; CPU of the web")
     print("          processes and the database during the request)")

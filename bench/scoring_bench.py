@@ -28,8 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._db import fresh_postgres  # noqa: E402
-from bench.generate import WORDS, healthbench_lines  # noqa: E402
+from bench._db import fresh_postgres
+from bench.generate import WORDS, healthbench_lines
 
 REFERENCE_FILES = ("healthbench_eval.py", "types.py")
 FAILED_SHARE = 0.0005  # grades that failed: their responses are left out, as in a real run

@@ -168,10 +168,5 @@ def differences(settings: Mapping[str, Any], reference: ReferenceGrader) -> tupl
 def grader_verdict(settings: Mapping[str, Any], *, prompt_hash: str) -> GraderVerdict:
     """The nearest reference grader (fewest differences; the original on a tie) and the
     differences from it."""
-    best: GraderVerdict | None = None
-    for reference in REFERENCE_GRADERS.values():
-        verdict = GraderVerdict(reference, differences(settings, reference), prompt_hash)
-        if best is None or len(verdict.differences) < len(best.differences):
-            best = verdict
-    assert best is not None
-    return best
+    verdicts = [GraderVerdict(r, differences(settings, r), prompt_hash) for r in REFERENCE_GRADERS.values()]
+    return min(verdicts, key=lambda verdict: len(verdict.differences))  # min keeps the first of equals

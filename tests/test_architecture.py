@@ -22,6 +22,7 @@ KNOWN_PURE = {
     "grading.metaeval.chance",
     "grading.pipeline.grader_prompt",
     "grading.pipeline.request_shape",
+    "grading.pipeline.response_prompt",
     "grading.pipeline.replies",
     "grading.pipeline.provider_errors",
     "grading.pipeline.cost",

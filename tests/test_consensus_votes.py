@@ -171,7 +171,7 @@ def _all_at_once(calls) -> list[BaseException]:
         try:
             barrier.wait(timeout=10)
             call()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # reported by the test
             errors.append(exc)
         finally:
             connections.close_all()

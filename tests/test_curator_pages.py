@@ -150,7 +150,7 @@ def test_statistics_of_a_version_use_its_frozen_rubrics(client, curator, dataset
     live = client.get(reverse("curator_stats") + "?subset=picked").context["stats"]
     frozen = client.get(reverse("curator_stats") + "?subset=picked&frozen=1").context["stats"]
     assert (live["criteria"], frozen["criteria"]) == (4, 7)
-    assert dict((a, n) for a, n, _ in frozen["per_axis"])["accuracy"] == 3
+    assert {a: n for a, n, _ in frozen["per_axis"]}["accuracy"] == 3
     assert frozen["turns"]["median"] == 3
 
 

@@ -71,7 +71,7 @@ def test_a_template_without_a_placeholder_is_refused_naming_the_file(tmp_path, t
 
 
 def test_a_missing_template_file_is_named():
-    with pytest.raises(gp.TemplateError, match="cannot read the grader template /nowhere.txt"):
+    with pytest.raises(gp.TemplateError, match=r"cannot read the grader template /nowhere\.txt"):
         gp.load_template("/nowhere.txt")
 
 

@@ -142,7 +142,7 @@ def test_export_of_an_unknown_subset_names_the_known_ones(tmp_path):
     path = tmp_path / "main.jsonl"
     write(path, row("p-1"))
     call_command("import_healthbench", path)
-    with pytest.raises(CommandError, match="no subset named 'nope' .*all"):
+    with pytest.raises(CommandError, match=r"no subset named 'nope' .*all"):
         call_command("export_healthbench", subset="nope")
 
 

@@ -90,9 +90,10 @@ def gateway(tmp_path_factory):
         "DISABLE_ADMIN_UI": "True",
         "LITELLM_LOG": "ERROR",
     }
-    log = Path(home, "proxy.log").open("w")
     command = [str(LITELLM), "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"]
-    proxy = subprocess.Popen(command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT)
+    # The proxy writes to its own copy of the file's descriptor; ours can close at once.
+    with Path(home, "proxy.log").open("w") as log:
+        proxy = subprocess.Popen(command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while True:
         try:
@@ -110,7 +111,6 @@ def gateway(tmp_path_factory):
         proxy.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proxy.kill()
-    log.close()
     upstream.stop()
 
 

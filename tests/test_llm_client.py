@@ -136,7 +136,7 @@ def test_a_non_boolean_verdict_is_asked_again_a_bounded_number_of_times(llm_serv
 def test_a_named_api_key_variable_that_is_not_set_is_a_configuration_error(monkeypatch, settings):
     settings.ENDPOINT_KEY_VARIABLES = ["HB_TEST_KEY"]
     monkeypatch.delenv("HB_TEST_KEY", raising=False)
-    with pytest.raises(EndpointConfigError, match="HB_TEST_KEY.*is not set"):
+    with pytest.raises(EndpointConfigError, match=r"HB_TEST_KEY.*is not set"):
         CallTarget(base_url="", model="m", api_key_env="HB_TEST_KEY", temperature=0, max_tokens=1, timeout=1).api_key()
 
 

@@ -109,7 +109,7 @@ ENDPOINTS = [
         ("owner", "colleague"),
         302,
         404,
-    ),  # fmt: skip
+    ),
     Endpoint(
         "label",
         "get",
@@ -125,7 +125,7 @@ ENDPOINTS = [
         ("colleague",),
         302,
         404,
-    ),  # fmt: skip
+    ),
     Endpoint("label next", "get", lambda w: reverse("label_next"), allowed=tuple(WORKING), ok=None),
     Endpoint("draft", "get", lambda w: reverse("draft"), allowed=(*WORKING, "curator")),
     Endpoint(
@@ -135,7 +135,7 @@ ENDPOINTS = [
         lambda w: {"theme": "hedging", "role": ["user"], "content": ["Is this mole cancer?"]},
         (*WORKING, "curator"),
         302,
-    ),  # fmt: skip
+    ),
     Endpoint("assignments", "get", lambda w: reverse("assignments"), allowed=("curator", "researcher")),
     Endpoint(
         "assign",
@@ -144,7 +144,7 @@ ENDPOINTS = [
         lambda w: {"kind": "rubric", "limit": "5", "per_item": "1", "condition": "no_reference"},
         ("curator",),
         302,
-    ),  # fmt: skip
+    ),
     Endpoint("physicians", "get", lambda w: reverse("physicians"), allowed=("curator", "researcher")),
     Endpoint(
         "physician status",
@@ -153,7 +153,7 @@ ENDPOINTS = [
         lambda w: {"status": "trial"},
         ("curator",),
         302,
-    ),  # fmt: skip
+    ),
     Endpoint("tally", "get", lambda w: reverse("consensus_tally", args=[w.a.code]), allowed=("curator", "researcher")),
     Endpoint("conversations", "get", lambda w: reverse("conversation_list"), allowed=("curator", "researcher")),
     Endpoint(
@@ -189,10 +189,7 @@ def _client(world, role: str, *, csrf: bool = False):
 def test_permission_matrix(world, endpoint, role):
     client = _client(world, role)
     url = endpoint.url(world)
-    if endpoint.method == "get":
-        response = client.get(url)
-    else:
-        response = client.post(url, endpoint.data(world))
+    response = client.get(url) if endpoint.method == "get" else client.post(url, endpoint.data(world))
     expected = _expected(endpoint, role)
     if expected is None:  # a redirect to the next item, or the all-done page
         assert response.status_code in (200, 302)

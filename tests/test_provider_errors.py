@@ -10,7 +10,7 @@ from grading.pipeline.replies import EmptyAnswer, NotACompletion, parse_reply
 LITELLM_TAIL = ". Received Model Group=grader\nAvailable Model Group Fallbacks=None"
 
 
-def error(message, *, type=None, code=None, param=None) -> dict:  # noqa: A002 - the field's name
+def error(message, *, type=None, code=None, param=None) -> dict:  # `type`: the field's name
     return {"message": message, "type": type, "code": code, "param": param}
 
 

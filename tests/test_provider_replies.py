@@ -237,7 +237,7 @@ def test_a_gateway_wrapped_fatal_error_ends_the_run_at_once(make_llm_server, fie
 
 def test_identical_failures_that_are_not_retried_stop_the_run_within_the_streak(llm_server, settings):
     settings.GRADING_FAILURE_STREAK = 5
-    faults = {j: "too_long:99" for j in range(5)}
+    faults = dict.fromkeys(range(5), "too_long:99")
     source = imported_run(conversations=4, samples=2, n_criteria=5, faults=faults)  # 40 grades, each a 400
     run = grade_all(launch(endpoint_on(llm_server), source, concurrency=1))
     assert run.status == Run.Status.FAILED

@@ -145,9 +145,9 @@ def test_pages_login_and_reads_survive_a_redis_outage_and_launches_are_refused_c
         assert down[path] == 200, (path, down[path])
     assert down["login"] == 302
     assert down["token"] == 200, "the token limit fails open: failed passwords are counted in the database"
-    run_page = [path for path in down if path.startswith("/runs/") and path != "/runs/"][0]
-    report_page = [path for path in down if path.startswith("/reports/")][0]
-    report_api = [path for path in down if path.endswith("/report/")][0]
+    run_page = next(path for path in down if path.startswith("/runs/") and path != "/runs/")
+    report_page = next(path for path in down if path.startswith("/reports/"))
+    report_api = next(path for path in down if path.endswith("/report/"))
     assert down[run_page] == down[report_page] == down[report_api] == 200
 
     # A launch is refused with a reason and leaves nothing behind, through the API and the form:

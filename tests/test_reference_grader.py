@@ -2,7 +2,6 @@
 receives it; any other setting marks the run "differs from the reference grader" on its
 report, its CSV and its results file; the published template's hash is the reference's."""
 
-import ast
 import hashlib
 import json
 import os
@@ -19,6 +18,7 @@ from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
 from grading.pipeline.runs import run_launch
+from grading.pipeline.simple_evals_template import read_grader_template
 from grading.reference_grader import PUBLISHED_TEMPLATE_SHA256, grader_verdict
 from grading.reports.report import report_csv, run_report
 from grading.reports.run_export import run_export
@@ -143,17 +143,9 @@ def simple_evals_dir() -> Path:
 
 
 def test_the_published_hash_is_that_of_the_checkouts_template():
-    source = (simple_evals_dir() / "healthbench_eval.py").read_text()
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "GRADER_TEMPLATE" for t in node.targets):
-            value = node.value
-            if isinstance(value, ast.Call):  # """...""".strip()
-                text = value.func.value.value.strip()  # type: ignore[attr-defined]
-            else:
-                text = value.value  # type: ignore[attr-defined]
-            assert hashlib.sha256(text.encode()).hexdigest() == PUBLISHED_TEMPLATE_SHA256
-            return
-    pytest.fail("no GRADER_TEMPLATE in the checkout's healthbench_eval.py")
+    text, path = read_grader_template(simple_evals_dir())
+    assert path.name == "healthbench_eval.py"
+    assert hashlib.sha256(text.encode()).hexdigest() == PUBLISHED_TEMPLATE_SHA256
 
 
 def test_the_report_page_and_run_page_say_how_the_grader_compares(llm_server):

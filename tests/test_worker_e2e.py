@@ -8,6 +8,7 @@ so that the second worker's sweep takes over the killed worker's batches within 
 Do not run another worker on the same broker meanwhile: it would take these tasks.
 """
 
+import io
 import os
 import signal
 import subprocess
@@ -87,7 +88,7 @@ def test_a_killed_worker_loses_and_doubles_nothing(llm_server, tmp_path):
     workers = [start_worker("first", log)]
     try:
         call_command(
-            "grade", "--name", "again", "--grader", "e2e", "--concurrency", "8", stdout=open(os.devnull, "w"),
+            "grade", "--name", "again", "--grader", "e2e", "--concurrency", "8", stdout=io.StringIO(),
             responses_from="imported",
         )  # fmt: skip
         run = Run.objects.get(name="again")
@@ -146,7 +147,7 @@ def test_batches_an_older_release_left_on_the_default_queue_are_picked_up(llm_se
     imported_run(name="imported", conversations=2, samples=1, n_criteria=3)
     endpoint_on(llm_server, "e2e")
     call_command("grade", "--name", "in-flight", "--grader", "e2e", responses_from="imported",
-                 stdout=open(os.devnull, "w"))  # fmt: skip
+                 stdout=io.StringIO())  # fmt: skip
     run = Run.objects.get(name="in-flight")
     ours = set(run.batches.values_list("id", flat=True))
     # Off today's queue (with whatever earlier tests of this session left there), and onto the

@@ -276,7 +276,7 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
                 db_json(list(r.ideal.ref_completions)),
                 True,
                 now,
-            )  # fmt: skip
+            )
             for r, cid in ideal_rows
             if r.ideal is not None
         ],

@@ -54,7 +54,7 @@ def _capped(errors: list[RowError]) -> list[RowError]:
 
 def _md5(text: str) -> str:
     # Compared with the database's MD5() so that re-imports need not read every stored text back.
-    return hashlib.md5(text.encode()).hexdigest()
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 @dataclass
@@ -358,7 +358,7 @@ def _responses(
                 now,
             )
             for cid, c in new
-        ],  # fmt: skip
+        ],
     )
     found.update(zip(new, ids, strict=True))
     summary.responses_created = len(new)

@@ -204,7 +204,7 @@ def _scope_counts(data: RunLabels, indices: list[int] | np.ndarray) -> dict[str,
     category[data.labels.item] = data.labels.category
     counts = np.bincount(category[np.asarray(indices, dtype=np.intp)], minlength=len(data.labels.category_names))
     out = dict(zip(data.labels.category_names, counts.tolist(), strict=True))
-    out[OVERALL] = int(len(indices))
+    out[OVERALL] = len(indices)
     return out
 
 

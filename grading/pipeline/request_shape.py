@@ -19,7 +19,12 @@ The reply is read by grading.pipeline.replies.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from grading.pipeline.response_prompt import CHUNK_SCHEMA, CHUNK_SCHEMA_NAME, chunk_messages
+
+if TYPE_CHECKING:
+    from grading.pipeline.endpoint import CallTarget
 
 CHARS_PER_TOKEN = 4  # for estimates and the token bucket, before the endpoint counts them
 CHAT = "chat"
@@ -45,6 +50,7 @@ def request_body(
     reasoning: bool,
     reasoning_effort: str,
     schema: dict | None = None,
+    schema_name: str = GRADE_SCHEMA_NAME,
     system_message: str = "",
 ) -> tuple[str, dict]:
     """(path under the base URL, JSON body) for one call."""
@@ -60,9 +66,7 @@ def request_body(
         elif temperature is not None:
             body["temperature"] = temperature
         if schema is not None:
-            body["text"] = {
-                "format": {"type": "json_schema", "name": GRADE_SCHEMA_NAME, "schema": schema, "strict": True}
-            }
+            body["text"] = {"format": {"type": "json_schema", "name": schema_name, "schema": schema, "strict": True}}
         return "/responses", body
     if system_message:
         messages = [{"role": "system", "content": system_message}, *messages]
@@ -80,6 +84,46 @@ def request_body(
     if schema is not None:
         body["response_format"] = {
             "type": "json_schema",
-            "json_schema": {"name": GRADE_SCHEMA_NAME, "schema": schema, "strict": True},
+            "json_schema": {"name": schema_name, "schema": schema, "strict": True},
         }
     return "/chat/completions", body
+
+
+def call_request(
+    target: CallTarget,
+    messages: list[dict],
+    *,
+    schema: dict | None = None,
+    schema_name: str = GRADE_SCHEMA_NAME,
+    max_tokens: int | None = None,
+) -> tuple[str, dict]:
+    """(path, body) of one call to a run's endpoint; `max_tokens` overrides its output limit
+    (a cut-off answer is asked again with more room)."""
+    return request_body(
+        api_style=target.api_style,
+        model=target.model,
+        messages=messages,
+        max_tokens=max_tokens or target.max_tokens,
+        temperature=target.temperature,
+        reasoning=target.reasoning,
+        reasoning_effort=target.reasoning_effort,
+        schema=schema,
+        schema_name=schema_name,
+        system_message=target.system_message,
+    )
+
+
+def criterion_request(target: CallTarget, prompt: str, *, max_tokens: int | None = None) -> tuple[str, dict]:
+    """A per-criterion grader call: the rendered prompt, and the verdict's schema where the
+    endpoint honours one."""
+    schema = GRADE_SCHEMA if target.structured_output else None
+    return call_request(target, [{"role": "user", "content": prompt}], schema=schema, max_tokens=max_tokens)
+
+
+def chunk_request(target: CallTarget, prompt: str, *, max_tokens: int | None = None) -> tuple[str, dict]:
+    """A per-response grader call about one chunk of a response's criteria
+    (grading.pipeline.response_prompt.render_chunk; read the answer with read_chunk_answer)."""
+    schema = CHUNK_SCHEMA if target.structured_output else None
+    return call_request(
+        target, chunk_messages(prompt), schema=schema, schema_name=CHUNK_SCHEMA_NAME, max_tokens=max_tokens
+    )

@@ -193,7 +193,8 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
     """Create the run and its batches and queue them; raises RunSpecError, or QueueUnavailable
     (before anything is stored) when the broker is down."""
     spec_check(spec)
-    assert spec.grader is not None  # spec_check refuses a spec without one
+    if spec.grader is None:  # spec_check refuses a spec without one; this tells mypy
+        raise RunSpecError(["choose a grader endpoint"])
     plan = plan or run_plan(spec)
     if plan.grades == 0:
         raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])

@@ -172,7 +172,7 @@ def _store(
              e.completion_id, None, e.input_tokens, e.output_tokens, now)
         )  # fmt: skip
     response_ids = insert_rows(Response, Response.INSERT_COLUMNS, response_rows)
-    rubrics = _rubric_index(sorted(set(conversation_of[e.prompt_id] for e in examples)))
+    rubrics = _rubric_index(sorted({conversation_of[e.prompt_id] for e in examples}))
     grade_rows = []
     for example, response_id in zip(examples, response_ids, strict=True):
         rubric = rubrics.get(conversation_of[example.prompt_id], {})
