@@ -284,7 +284,8 @@ def main() -> None:
     from grading.metaeval.selectors import run_labels
 
     select_seconds, data = best_of(3, lambda: run_labels(run=run))
-    assert data.n_items == n_items and data.labels.item.size == N_LABELS
+    assert data.n_items == n_items
+    assert data.labels.item.size == N_LABELS
     print(f"report JSON: {len(text) / 1e6:.1f} MB, {len(document['disagreements'])} disagreements, "
           f"{len(analysis.result['intervals'])} intervals")  # fmt: skip
 

@@ -119,7 +119,7 @@ def test_import_run_refuses(case, stored, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "command, case",
+    ("command", "case"),
     [
         ("import_healthbench", next(c for c in bad_inputs.healthbench_cases() if c.name == "deep-nesting")),
         ("import_meta_eval", next(c for c in bad_inputs.meta_eval_cases() if c.name == "lone-surrogate")),
@@ -140,5 +140,6 @@ def test_the_real_command_exits_non_zero_without_a_traceback(command, case, tmp_
         text=True,
     )
     assert done.returncode == 1
-    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "RecursionError" not in done.stderr
     assert case.message in done.stderr

@@ -136,7 +136,8 @@ def test_it_counts_a_physician_repeated_with_the_same_label_once_and_warns(tmp_p
     out, err = _import(path)
     assert PhysicianLabel.objects.count() == 2
     assert sorted(PhysicianLabel.objects.values_list("repeats", flat=True)) == [0, 1]
-    assert "line 1: physician" in err and "listed twice with the same label" in err
+    assert "line 1: physician" in err
+    assert "listed twice with the same label" in err
     assert "1 repeated physician labels merged (the reference counts each as a pair)" in out
 
 
@@ -287,7 +288,8 @@ def test_a_label_only_row_attaches_to_the_stored_conversation_and_response(tmp_p
     out, _ = _import(reduced)
     assert {"conversations": Conversation.objects.count(), "responses": Response.objects.count()} == before
     label = PhysicianLabel.objects.get(physician__anonymized_id=physician(2))
-    assert label.criterion.consensus_criterion.cluster == OTHER_CATEGORY and label.response.text.startswith("Response")
+    assert label.criterion.consensus_criterion.cluster == OTHER_CATEGORY
+    assert label.response.text.startswith("Response")
     assert "1 label-only rows (0 conversations and 0 responses stored without text)" in out
 
 
@@ -297,7 +299,8 @@ def test_label_only_items_of_unknown_conversations_are_kept_without_text(tmp_pat
     write(path, label_only(meta_row("p-9", "c-9")))
     out, _ = _import(path)
     conversation = Conversation.objects.get(prompt_id="p-9")
-    assert conversation.messages == [] and Response.objects.get(completion_id="c-9").text == ""
+    assert conversation.messages == []
+    assert Response.objects.get(completion_id="c-9").text == ""
     # Never in meta-eval: a run on that subset would grade an empty conversation.
     assert set(conversation.subsets.values_list("name", flat=True)) == {"meta-eval-labels-only"}
     assert PhysicianLabel.objects.count() == 2
@@ -308,7 +311,8 @@ def test_label_only_items_of_unknown_conversations_are_kept_without_text(tmp_pat
     out, _ = _import(full)
     assert Conversation.objects.get(prompt_id="p-9").messages != []
     assert Response.objects.get(completion_id="c-9").text.startswith("Response c-9")
-    assert "2 stored texts filled in" in out and PhysicianLabel.objects.count() == 2
+    assert "2 stored texts filled in" in out
+    assert PhysicianLabel.objects.count() == 2
 
 
 def test_a_label_only_row_without_a_catalogued_criterion_says_what_is_missing(tmp_path, capsys):
@@ -348,4 +352,5 @@ def test_a_healthbench_file_fills_in_a_conversation_stored_without_text(tmp_path
     write_healthbench(dataset, incoming)
     call_command("import_healthbench", str(dataset), stdout=StringIO())
     conversation = Conversation.objects.get(prompt_id="p-9")
-    assert conversation.messages == incoming["prompt"] and conversation.example_tags == incoming["example_tags"]
+    assert conversation.messages == incoming["prompt"]
+    assert conversation.example_tags == incoming["example_tags"]

@@ -61,7 +61,8 @@ def rows_to_labels(*rows):
 def assert_same_metric(ours, n, value, name):
     assert isinstance(ours["n"], int), name
     # The reference derives F1 counts through float arithmetic (7.0); ours are exact ints.
-    assert ours["n"] == round(n) and abs(ours["n"] - n) < 1e-6, (name, ours, n)
+    assert ours["n"] == round(n), (name, ours, n)
+    assert abs(ours["n"] - n) < 1e-6, (name, ours, n)
     assert ours["value"] == pytest.approx(value, rel=0, abs=1e-9), (name, ours, value)
 
 
@@ -287,7 +288,9 @@ def test_rank_counts_a_tie_as_half_a_win():
 
 def test_rank_of_an_undefined_grader_value_is_none_but_physicians_are_counted():
     rank = metaeval.grader_rank(*rank_inputs(None, [0.5, 0.6]))["pairwise_model_f1_balanced"]
-    assert rank["value"] is None and rank["rank"] is None and rank["percentile"] is None
+    assert rank["value"] is None
+    assert rank["rank"] is None
+    assert rank["percentile"] is None
     assert rank["n_physicians"] == 2
 
 
@@ -326,7 +329,8 @@ def test_majority_disagreements_list_items_against_a_strict_majority_strongest_f
 def test_items_without_a_grader_label_are_never_flagged_or_listed_as_ties():
     labels = rows_to_labels(("a", [True, False], ["p", "q"]), ("a", [True, True], ["p", "q"]))
     found = metaeval.majority_disagreements(labels, [None, None])
-    assert found["item"] == [] and found["tied_item"] == []
+    assert found["item"] == []
+    assert found["tied_item"] == []
 
 
 def test_the_report_bundles_every_part():
@@ -378,6 +382,7 @@ def test_the_review_separates_physicians_who_split_from_a_grader_against_agreein
     )
     review = metaeval.review_causes(labels, [True, False, False, True, False])
     split, against = review[metaeval.PHYSICIANS_SPLIT], review[metaeval.GRADER_AGAINST_AGREEING]
-    assert sorted(split["item"]) == [0, 3] and against["item"] == [1]
+    assert sorted(split["item"]) == [0, 3]
+    assert against["item"] == [1]
     assert split["counts"] == {"a": 1, "b": 1, "overall": 2}
     assert against["counts"] == {"a": 1, "b": 0, "overall": 1}

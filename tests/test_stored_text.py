@@ -141,7 +141,8 @@ def test_check_stored_text_reports_then_repairs(odd, capsys):
     report = capsys.readouterr().out
     assert "annotation.Conversation id" in report
     assert "field messages[0].content: holds a lone surrogate (\\ud800)" in report
-    assert "annotation.IdealResponse" in report and "field reference_responses[0]" in report
+    assert "annotation.IdealResponse" in report
+    assert "field reference_responses[0]" in report
     if SQLITE:
         assert "field text: holds a NUL character" in report
         assert "field theme: is 40 characters long; the column holds 32 (cut to fit)" in report
