@@ -279,26 +279,29 @@ def test_the_worker_refuses_a_url_the_policy_forbids(llm_server, settings):
 def test_a_curator_adds_the_healthbench_professional_grader_from_its_preset():
     client = web_client(Physician.Role.CURATOR)
     page = client.get(reverse("endpoint_new") + "?preset=healthbench-professional").content.decode()
-    assert 'value="gpt-5.4"' in page
+    assert 'value="gpt-5.4-2026-03-05"' in page
     assert 'value="responses" selected' in page
     assert 'value="low" selected' in page
+    assert 'name="max_output_tokens" min="0" aria-describedby' in page
     form = {
-        "name": "pro", "api_style": "responses", "model": "gpt-5.4", "key_variable": "OPENAI_API_KEY",
-        "reasoning": "on", "reasoning_effort": "low", "temperature": "", "max_output_tokens": "4096",
-        "structured_output": "on", "timeout_seconds": "120", "price_input": "1.25", "price_output": "10",
+        "name": "pro", "api_style": "responses", "model": "gpt-5.4-2026-03-05", "key_variable": "OPENAI_API_KEY",
+        "reasoning": "on", "reasoning_effort": "low", "temperature": "", "max_output_tokens": "",
+        "timeout_seconds": "120", "price_input": "1.25", "price_output": "10",
     }  # fmt: skip
     response = client.post(reverse("endpoint_new"), form)
     assert response.status_code == 302, response.content.decode()
     pro = Endpoint.objects.get(name="pro")
     assert (pro.api_style, pro.reasoning, pro.reasoning_effort, pro.temperature) == ("responses", True, "low", None)
+    assert (pro.max_output_tokens, pro.structured_output, pro.system_message) == (None, False, "")
 
 
-def test_the_original_grader_preset_is_chat_at_temperature_zero():
+def test_the_original_grader_preset_is_chat_at_the_reference_temperature():
     page = web_client(Physician.Role.CURATOR).get(reverse("endpoint_new") + "?preset=healthbench-original")
     text = page.content.decode()
     assert 'value="gpt-4.1-2025-04-14"' in text
     assert 'value="chat" selected' in text
-    assert 'name="temperature" value="0.0"' in text
+    assert 'name="temperature" value="0.5"' in text
+    assert "You are a helpful assistant." in text
 
 
 @pytest.mark.parametrize(

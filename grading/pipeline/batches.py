@@ -345,6 +345,8 @@ def request_key(grader: CallTarget, prompt_hash: str, prompt: str) -> str:
     if grader.api_style != "chat" or grader.reasoning or grader.structured_output:
         # Only then: the keys of grades stored before these settings existed stay valid.
         how += [grader.api_style, grader.reasoning, grader.reasoning_effort, grader.structured_output]
+    if grader.system_message:
+        how.append(grader.system_message)
     head = json.dumps(how)
     return hashlib.sha256(f"{head}\n{prompt}".encode()).hexdigest()
 

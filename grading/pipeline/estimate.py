@@ -263,7 +263,9 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
     reasoning = calls * REASONING_TOKENS if spec.grader.reasoning else 0
     completion_tokens = calls * ANSWER_TOKENS + reasoning
     policy_prompt = plan.policy_prompt_chars // CHARS_PER_TOKEN
-    policy_completion = plan.policy_calls * (spec.policy.max_output_tokens if spec.policy else 0)
+    # With no output limit sent, the bound is unknown: a typical reply's length stands in.
+    policy_limit = (spec.policy.max_output_tokens or SAMPLED_RESPONSE_TOKENS) if spec.policy else 0
+    policy_completion = plan.policy_calls * policy_limit
     return Estimate(
         grader_calls=calls,
         prompt_tokens=prompt_tokens,

@@ -129,6 +129,7 @@ SNAPSHOT_FIELDS = {
     "reasoning_effort": "reasoning_effort",
     "temperature": "temperature",
     "max_tokens": "max_output_tokens",
+    "system_message": "system_message",
     "structured_output": "structured_output",
     "timeout_seconds": "timeout_seconds",
     "price_input": "price_input",

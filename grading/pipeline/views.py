@@ -31,6 +31,7 @@ from grading.pipeline.estimate import (
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template
 from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch
+from grading.reports.grader_marks import grader_mark
 from healthbench_web.throttles import launch_refusal
 
 RUNS_PER_PAGE = 50
@@ -219,6 +220,7 @@ def run_detail(request: HtmxHttpRequest, code) -> HttpResponse:
     context = {"run": run, "progress": run_progress(run=run)}
     if request.htmx:
         return render(request, "runs/run_detail.html#progress", context)
+    context["grader_mark"] = grader_mark(run)
     return render(request, "runs/run_detail.html", context)
 
 

@@ -119,6 +119,10 @@ def run_export(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunExport:
     }
     examples = list(_examples(run, score_of, adjustment))
     document = results_document(
-        score=data["score"], metrics=data["metrics"], examples=examples, length_adjustment=adjustment
+        score=data["score"],
+        metrics=data["metrics"],
+        examples=examples,
+        length_adjustment=adjustment,
+        grader=data.get("grader"),
     )
     return RunExport(document=document, examples=len(examples), missing_grades=data["counts"]["missing"])
