@@ -63,8 +63,16 @@ def test_the_run_form_and_the_api_share_one_launch_limit(settings, llm_server, c
     client.force_login(Physician.objects.get(user__username="both").user)
 
     def form(name: str, action: str = "launch"):
-        fields = {"name": name, "source": "responses", "responses_from": source.code, "grader": "test-grader",
-                  "samples": 1, "concurrency": 4, "use_cache": "on", "action": action}  # fmt: skip
+        fields = {
+            "name": name,
+            "source": "responses",
+            "responses_from": source.code,
+            "grader": "test-grader",
+            "samples": 1,
+            "concurrency": 4,
+            "use_cache": "on",
+            "action": action,
+        }
         return client.post("/runs/new/", fields)
 
     assert api.post("/api/runs/", _launch(llm_server, source, "by-api"), format="json").status_code == 201
@@ -152,8 +160,14 @@ def test_good_filter_values_still_filter(dataset):
 def test_the_schema_lists_the_filters_with_their_choices(dataset):
     schema = _client("reader").get("/api/schema/?format=json").json()
     parameters = {p["name"]: p for p in schema["paths"]["/api/runs/"]["get"]["parameters"]}
-    assert set(parameters["status"]["schema"]["enum"]) == {"pending", "running", "done", "cancelled", "failed",
-                                                           "imported"}  # fmt: skip
+    assert set(parameters["status"]["schema"]["enum"]) == {
+        "pending",
+        "running",
+        "done",
+        "cancelled",
+        "failed",
+        "imported",
+    }
     grades = {p["name"] for p in schema["paths"]["/api/runs/{name}/grades/"]["get"]["parameters"]}
     assert {"status", "prompt_id", "page"} <= grades
     criteria = {p["name"] for p in schema["paths"]["/api/criteria/"]["get"]["parameters"]}

@@ -260,11 +260,13 @@ def test_ten_vote_tasks_without_the_mouse(visit, demo, width):
     template = Conversation.objects.filter(theme="emergency_referrals").order_by("id").first()
     fresh = [
         Conversation.objects.create(
-            prompt_id=f"keyboard-{width}-{n}", messages=template.messages, example_tags=["theme:emergency_referrals"],
+            prompt_id=f"keyboard-{width}-{n}",
+            messages=template.messages,
+            example_tags=["theme:emergency_referrals"],
             theme="emergency_referrals",
         )
         for n in range(10)
-    ]  # fmt: skip
+    ]
     assert ConsensusCriterion.objects.filter(theme="emergency_referrals").count() >= 2
     physician2 = physician_named("physician2")
     assignments_create(

@@ -200,8 +200,16 @@ def test_10_11_first_use_every_page_fits_and_says_what_it_shows(visit, width):
         assert nav.is_visible()
         assert not curator.page.locator(".menu-toggle").is_visible()
     curator.shot("home")
-    for path in ["/curator/consensus/", "/stats/", "/curator/subsets/", "/curator/physicians/", "/conversations/",
-                 "/curator/import/", "/endpoints/", "/guidelines/"]:  # fmt: skip
+    for path in [
+        "/curator/consensus/",
+        "/stats/",
+        "/curator/subsets/",
+        "/curator/physicians/",
+        "/conversations/",
+        "/curator/import/",
+        "/endpoints/",
+        "/guidelines/",
+    ]:
         curator.go(path)
 
     researcher = visit("researcher", width)

@@ -21,11 +21,13 @@ def random_labels(seed: int, *, n_items: int = 300, n_categories: int = 4, p_yes
         k = int(rng.integers(1, 5))
         truth = rng.random() < p_yes
         physicians = rng.choice(8, size=k, replace=False)
-        rows.append({
-            "category": f"cluster:c{i % n_categories}",
-            "binary_labels": [bool(truth if rng.random() < 0.8 else not truth) for _ in range(k)],
-            "anonymized_physician_ids": [f"doc-{p}" for p in physicians],
-        })  # fmt: skip
+        rows.append(
+            {
+                "category": f"cluster:c{i % n_categories}",
+                "binary_labels": [bool(truth if rng.random() < 0.8 else not truth) for _ in range(k)],
+                "anonymized_physician_ids": [f"doc-{p}" for p in physicians],
+            }
+        )
         grader.append(np.nan if rng.random() < 0.05 else float(truth if rng.random() < 0.75 else not truth))
     return rows, np.array(grader)
 

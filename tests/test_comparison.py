@@ -62,8 +62,12 @@ def test_pairing_narrows_the_interval_when_prompts_differ_in_difficulty():
 def test_runs_without_a_shared_prompt_have_nothing_to_compare():
     assert metric_differences({"m": np.array([0.5])}, [1], {"m": np.array([0.5])}, [2]) == {}
     assert shared_prompts([1, 1, 2, 3], [3, 4]) == {
-        "shared": 1, "only_a": 2, "only_b": 1, "responses_left_out_a": 3, "responses_left_out_b": 1,
-    }  # fmt: skip
+        "shared": 1,
+        "only_a": 2,
+        "only_b": 1,
+        "responses_left_out_a": 3,
+        "responses_left_out_b": 1,
+    }
 
 
 def test_win_rate_counts_only_pairs_of_similar_length():

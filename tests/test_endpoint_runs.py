@@ -79,9 +79,14 @@ def test_a_sampled_run_keeps_the_policys_usage_and_prices_both(make_llm_server):
     conversations = [conversation_with_rubric(i, n_criteria=3) for i in range(2)]
     grader = endpoint_on(server, **PRICES)
     policy = endpoint_on(
-        server, "policy", model="policy-reasoning", reasoning=True, reasoning_effort="medium", price_input=1,
+        server,
+        "policy",
+        model="policy-reasoning",
+        reasoning=True,
+        reasoning_effort="medium",
+        price_input=1,
         price_output=4,
-    )  # fmt: skip
+    )
     run = launch(grader, subset=subset_of("mine", conversations), policy=policy, samples=2)
     grade_all(run)
     samples = Response.objects.filter(run=run)
@@ -104,8 +109,9 @@ def test_without_prices_the_cost_is_unknown_not_zero(llm_server):
 
 def test_a_grader_at_a_closed_port_fails_the_run_in_seconds_with_the_transports_words():
     source = imported_run(conversations=5, samples=2, n_criteria=5)
-    grader = Endpoint.objects.create(name="closed", base_url=f"http://127.0.0.1:{closed_port()}/v1", model="g",
-                                     key_variable="")  # fmt: skip
+    grader = Endpoint.objects.create(
+        name="closed", base_url=f"http://127.0.0.1:{closed_port()}/v1", model="g", key_variable=""
+    )
     run = launch(grader, source, concurrency=1)  # 50 grades: two batches
     started = time.monotonic()
     outcomes = grade_all(run)

@@ -90,9 +90,16 @@ def test_the_web_form_refuses_a_raw_url_or_key_variable(llm_server, secrets, var
     source = imported_run(conversations=1)
     endpoint_on(llm_server)
     data = {
-        "name": "x", "source": "responses", "responses_from": str(source.code), "samples": "1", "grader": "test-grader",
-        "concurrency": "4", "grader_base_url": llm_server.url, "grader_api_key_env": variable, "action": "launch",
-    }  # fmt: skip
+        "name": "x",
+        "source": "responses",
+        "responses_from": str(source.code),
+        "samples": "1",
+        "grader": "test-grader",
+        "concurrency": "4",
+        "grader_base_url": llm_server.url,
+        "grader_api_key_env": variable,
+        "action": "launch",
+    }
     response = web_client().post(reverse("run_new"), data)
     assert response.status_code == 400
     assert "name a grader endpoint" in response.content.decode()
@@ -108,9 +115,19 @@ def test_the_command_refuses_a_raw_url_or_key_variable(llm_server, secrets, vari
     for option in ("--grader-api-key-env", "--policy-api-key-env"):
         with pytest.raises(CommandError, match="name a grader endpoint"):
             call_command(
-                "grade", "--name", "x", "--grader", "test-grader", option, variable, "--grader-base-url",
-                llm_server.url, "--responses-from", "imported", stdout=io.StringIO(),
-            )  # fmt: skip
+                "grade",
+                "--name",
+                "x",
+                "--grader",
+                "test-grader",
+                option,
+                variable,
+                "--grader-base-url",
+                llm_server.url,
+                "--responses-from",
+                "imported",
+                stdout=io.StringIO(),
+            )
     assert Run.objects.count() == 1
     assert llm_server.calls == 0
     never_sent(llm_server, secrets)
@@ -284,10 +301,18 @@ def test_a_curator_adds_the_healthbench_professional_grader_from_its_preset():
     assert 'value="low" selected' in page
     assert 'name="max_output_tokens" min="0" aria-describedby' in page
     form = {
-        "name": "pro", "api_style": "responses", "model": "gpt-5.4-2026-03-05", "key_variable": "OPENAI_API_KEY",
-        "reasoning": "on", "reasoning_effort": "low", "temperature": "", "max_output_tokens": "",
-        "timeout_seconds": "120", "price_input": "1.25", "price_output": "10",
-    }  # fmt: skip
+        "name": "pro",
+        "api_style": "responses",
+        "model": "gpt-5.4-2026-03-05",
+        "key_variable": "OPENAI_API_KEY",
+        "reasoning": "on",
+        "reasoning_effort": "low",
+        "temperature": "",
+        "max_output_tokens": "",
+        "timeout_seconds": "120",
+        "price_input": "1.25",
+        "price_output": "10",
+    }
     response = client.post(reverse("endpoint_new"), form)
     assert response.status_code == 302, response.content.decode()
     pro = Endpoint.objects.get(name="pro")
@@ -315,9 +340,16 @@ def test_the_original_grader_preset_is_chat_at_the_reference_temperature():
 def test_the_endpoint_form_refuses_what_the_policy_forbids(changes, message, settings):
     settings.ENDPOINT_ALLOW_PRIVATE_NETWORKS = False
     form = {
-        "name": "bad", "api_style": "chat", "model": "m", "key_variable": "OPENAI_API_KEY", "temperature": "0",
-        "max_output_tokens": "100", "timeout_seconds": "10", "reasoning": "on", **changes,
-    }  # fmt: skip
+        "name": "bad",
+        "api_style": "chat",
+        "model": "m",
+        "key_variable": "OPENAI_API_KEY",
+        "temperature": "0",
+        "max_output_tokens": "100",
+        "timeout_seconds": "10",
+        "reasoning": "on",
+        **changes,
+    }
     response = web_client(Physician.Role.CURATOR).post(reverse("endpoint_new"), form)
     assert response.status_code == 400
     assert message in response.content.decode()
@@ -348,9 +380,14 @@ def test_an_endpoint_off_the_allowlist_is_flagged_for_curators_and_in_the_admin(
 def test_the_endpoint_form_refuses_a_temperature_on_a_reasoning_model_beside_the_field():
     client = web_client(Physician.Role.CURATOR)
     form = {
-        "name": "o-grader", "api_style": "chat", "model": "o4-mini", "reasoning": "on", "temperature": "0.7",
-        "max_output_tokens": "2048", "timeout_seconds": "60",
-    }  # fmt: skip
+        "name": "o-grader",
+        "api_style": "chat",
+        "model": "o4-mini",
+        "reasoning": "on",
+        "temperature": "0.7",
+        "max_output_tokens": "2048",
+        "timeout_seconds": "60",
+    }
     response = client.post(reverse("endpoint_new"), form)
     page = response.content.decode()
     assert response.status_code == 400

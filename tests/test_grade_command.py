@@ -70,13 +70,27 @@ def test_the_grader_settings_are_kept_with_the_run(grade, llm_server, tmp_path):
     template = tmp_path / "template.txt"
     template.write_text("Grade it.\n<<conversation>>\n<<rubric_item>>\n")
     endpoint = endpoint_on(
-        llm_server, "tuned", temperature=0.5, max_output_tokens=300, timeout_seconds=9, requests_per_minute=600,
+        llm_server,
+        "tuned",
+        temperature=0.5,
+        max_output_tokens=300,
+        timeout_seconds=9,
+        requests_per_minute=600,
         tokens_per_minute=90000,
-    )  # fmt: skip
+    )
     grade(
-        "--name", "again", "--grader", "tuned", "--responses-from", "imported", "--grader-template", str(template),
-        "--concurrency", "3", "--no-cache",
-    )  # fmt: skip
+        "--name",
+        "again",
+        "--grader",
+        "tuned",
+        "--responses-from",
+        "imported",
+        "--grader-template",
+        str(template),
+        "--concurrency",
+        "3",
+        "--no-cache",
+    )
     # A later edit of the endpoint never changes what the run records it ran with.
     Endpoint.objects.filter(id=endpoint.id).update(temperature=1.0, model="other")
     run = Run.objects.select_related("grader_config").get(name="again")
@@ -108,9 +122,16 @@ def test_two_runs_with_the_same_grader_share_its_config_and_the_second_reuses_gr
 def test_it_samples_from_a_policy_model_on_a_subset(grade, llm_server):
     subset_of("mine", [conversation_with_rubric(i, n_criteria=3) for i in range(2)])
     out = grade(
-        "--name", "sampled", *grader_args(llm_server), *policy_args(llm_server), "--samples", "3", "--subset", "mine",
+        "--name",
+        "sampled",
+        *grader_args(llm_server),
+        *policy_args(llm_server),
+        "--samples",
+        "3",
+        "--subset",
+        "mine",
         "--wait",
-    )  # fmt: skip
+    )
     assert "Sampling: 6 policy calls" in out
     assert "Grading: 18 grader calls on 6 responses" in out
     run = Run.objects.get(name="sampled")

@@ -26,8 +26,11 @@ pytestmark = pytest.mark.django_db
 
 
 def _counts() -> dict[str, int]:
-    return {m._meta.label: m._default_manager.count() for app in ("annotation", "grading")
-            for m in apps.get_app_config(app).get_models()}  # fmt: skip
+    return {
+        m._meta.label: m._default_manager.count()
+        for app in ("annotation", "grading")
+        for m in apps.get_app_config(app).get_models()
+    }
 
 
 @pytest.fixture

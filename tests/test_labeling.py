@@ -50,9 +50,14 @@ def test_it_never_shows_other_labels_or_the_grader_decision(world, labeler):
     )
     run = Run.objects.create(name="run-1")
     Grade.objects.create(
-        run=run, response=world.responses[0], criterion=world.cluster, criterion_text=world.cluster.text,
-        points=5, met=True, explanation="GRADER-EXPLANATION",
-    )  # fmt: skip
+        run=run,
+        response=world.responses[0],
+        criterion=world.cluster,
+        criterion_text=world.cluster.text,
+        points=5,
+        met=True,
+        explanation="GRADER-EXPLANATION",
+    )
     page = labeler.get(_url(world.label_task)).text
     assert "OTHER-PHYSICIAN-NOTE" not in page
     assert "GRADER-EXPLANATION" not in page

@@ -194,9 +194,14 @@ def test_workers_share_one_rate_limit_through_redis():
     from redis.asyncio import Redis
 
     point = CallTarget(
-        base_url="http://shared.test", model=f"m{time.time()}", api_key_env="", temperature=0, max_tokens=1,
-        timeout=1, requests_per_minute=1200,
-    )  # fmt: skip
+        base_url="http://shared.test",
+        model=f"m{time.time()}",
+        api_key_env="",
+        temperature=0,
+        max_tokens=1,
+        timeout=1,
+        requests_per_minute=1200,
+    )
 
     async def two_workers():
         redis = Redis.from_url(os.environ["REDIS_URL"])

@@ -199,10 +199,14 @@ def test_it_rejects_a_row_with_more_labels_than_physicians():
 def test_it_rejects_an_item_split_across_categories():
     with pytest.raises(ValueError, match="share its category"):
         MetaEvalLabels(
-            item=np.array([0, 0]), category=np.array([0, 1]), physician=np.array([0, 1]),
-            label=np.array([True, False]), category_names=("a", "b"), physician_ids=("q", "r"),
+            item=np.array([0, 0]),
+            category=np.array([0, 1]),
+            physician=np.array([0, 1]),
+            label=np.array([True, False]),
+            category_names=("a", "b"),
+            physician_ids=("q", "r"),
             n_items=1,
-        )  # fmt: skip
+        )
 
 
 def test_it_rejects_grader_labels_of_the_wrong_length_or_value():
@@ -274,9 +278,14 @@ def rank_inputs(grader_value, physician_values, scope="pairwise"):
 def test_rank_counts_physicians_above_and_below_the_grader():
     rank = metaeval.grader_rank(*rank_inputs(0.7, [0.9, 0.8, 0.6, 0.5, 0.4]))["pairwise_model_f1_balanced"]
     assert rank == {
-        "value": 0.7, "n_physicians": 5, "n_higher": 2, "n_tied": 0, "n_lower": 3,
-        "rank": 3, "percentile": 60.0,
-    }  # fmt: skip
+        "value": 0.7,
+        "n_physicians": 5,
+        "n_higher": 2,
+        "n_tied": 0,
+        "n_lower": 3,
+        "rank": 3,
+        "percentile": 60.0,
+    }
 
 
 def test_rank_counts_a_tie_as_half_a_win():
@@ -321,9 +330,13 @@ def test_majority_disagreements_list_items_against_a_strict_majority_strongest_f
     )
     found = metaeval.majority_disagreements(labels, [False, True, True, True, None])
     assert found == {
-        "item": [2, 0], "category": ["b", "a"], "grader": [True, False],
-        "n_yes": [0, 2], "n_no": [3, 1], "tied_item": [1],
-    }  # fmt: skip
+        "item": [2, 0],
+        "category": ["b", "a"],
+        "grader": [True, False],
+        "n_yes": [0, 2],
+        "n_no": [3, 1],
+        "tied_item": [1],
+    }
 
 
 def test_items_without_a_grader_label_are_never_flagged_or_listed_as_ties():

@@ -46,12 +46,15 @@ def make_run(name="grader-a", n_items=12, start=0) -> Run:
     """n_items labelled items over two criteria, with both verdicts from grader and physicians in each."""
     rows = [
         meta_row(
-            f"p-{i % 4}", f"c-{i}", (CATEGORY, OTHER_CATEGORY)[i % 2],
-            labels=(i % 2 == 1, i % 3 == 0, True), physicians=(i % 5, i % 5 + 1, 9),
+            f"p-{i % 4}",
+            f"c-{i}",
+            (CATEGORY, OTHER_CATEGORY)[i % 2],
+            labels=(i % 2 == 1, i % 3 == 0, True),
+            physicians=(i % 5, i % 5 + 1, 9),
             prompt=[{"content": f"Question {i % 4}?", "role": "user"}],
         )
         for i in range(start, start + n_items)
-    ]  # fmt: skip
+    ]
     meta_eval_import(lines=lines(*rows))
     return grader_labels_import(
         lines=lines(*grader_rows_for(rows, [i % 4 < 2 for i in range(n_items)])), run_name=name

@@ -185,9 +185,21 @@ def test_grade_wait_warns_about_cut_off_samples(llm_server, django_capture_on_co
     try:
         with django_capture_on_commit_callbacks(execute=True):
             call_command(
-                "grade", "--name", "r", "--grader", "grader", "--policy", "policy", "--samples", "1", "--subset",
-                "mine", "--wait", stdout=out, stderr=out,
-            )  # fmt: skip
+                "grade",
+                "--name",
+                "r",
+                "--grader",
+                "grader",
+                "--policy",
+                "policy",
+                "--samples",
+                "1",
+                "--subset",
+                "mine",
+                "--wait",
+                stdout=out,
+                stderr=out,
+            )
     finally:
         app.conf.task_always_eager = False
     assert "warning: 1 sample was cut off at the output limit of 40 tokens" in out.getvalue()
@@ -344,9 +356,14 @@ def test_without_retry_after_a_429_waits_as_the_rate_limit_headers_say(make_llm_
 
 def test_responses_output_with_reasoning_first_and_text_in_parts_is_read_whole(llm_server):
     point = target(
-        llm_server, model="gpt-5.4", api_style="responses", reasoning=True, reasoning_effort="low", temperature=None,
+        llm_server,
+        model="gpt-5.4",
+        api_style="responses",
+        reasoning=True,
+        reasoning_effort="low",
+        temperature=None,
         structured_output=True,
-    )  # fmt: skip
+    )
     outcome = run_loop(ask_grader(point, MET_PROMPT, limiter=NO_LIMIT, policy=FAST))
     assert json.loads(outcome.raw_output) == {"explanation": "The response names it.", "criteria_met": True}
 
@@ -367,8 +384,9 @@ def test_cache_writes_are_stored_with_the_other_usage(make_llm_server):
 
 @pytest.mark.parametrize(("effort", "tokens"), [("none", 0), ("xhigh", 1024), ("max", 2048)])
 def test_every_reasoning_effort_of_the_specification_is_sent(llm_server, effort, tokens):
-    point = target(llm_server, model="o4-mini", reasoning=True, reasoning_effort=effort, temperature=None,
-                   max_tokens=4000)  # fmt: skip
+    point = target(
+        llm_server, model="o4-mini", reasoning=True, reasoning_effort=effort, temperature=None, max_tokens=4000
+    )
     outcome = run_loop(ask_grader(point, MET_PROMPT, limiter=NO_LIMIT, policy=FAST))
     assert outcome.met is True
     assert outcome.reasoning_tokens == tokens
@@ -397,10 +415,16 @@ def test_a_curator_can_choose_every_reasoning_effort_of_the_specification(effort
     client = Client()
     client.force_login(person(f"curator-{effort}", Physician.Role.CURATOR))
     form = {
-        "name": f"r-{effort}", "api_style": "chat", "model": "o4-mini", "key_variable": "OPENAI_API_KEY",
-        "reasoning": "on", "reasoning_effort": effort, "temperature": "0", "max_output_tokens": "4096",
+        "name": f"r-{effort}",
+        "api_style": "chat",
+        "model": "o4-mini",
+        "key_variable": "OPENAI_API_KEY",
+        "reasoning": "on",
+        "reasoning_effort": effort,
+        "temperature": "0",
+        "max_output_tokens": "4096",
         "timeout_seconds": "60",
-    }  # fmt: skip
+    }
     response = client.post(reverse("endpoint_new"), form)
     assert response.status_code == 302, response.content.decode()
     assert Endpoint.objects.get(name=f"r-{effort}").reasoning_effort == effort

@@ -83,10 +83,21 @@ def own_redis(tmp_path):
         pytest.skip("redis-server is not installed")
     port = _free_port()
     server = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
+        [
+            REDIS_SERVER,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
         stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -108,8 +119,9 @@ def _read(app: subprocess.Popen) -> dict:
 
 
 def _app(tmp_path, phases: list[str], **env) -> subprocess.Popen:
-    environment = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CACHE_URL",
-                                                                     "CELERY_BROKER_URL")}  # fmt: skip
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CACHE_URL", "CELERY_BROKER_URL")
+    }
     environment.update(
         VAR_DIR=str(tmp_path / "var"),
         DJANGO_SETTINGS_MODULE="healthbench_web.settings",
@@ -117,9 +129,14 @@ def _app(tmp_path, phases: list[str], **env) -> subprocess.Popen:
         **env,
     )
     return subprocess.Popen(
-        [sys.executable, "-c", f"PHASES = {phases!r}\n{APP}"], cwd=REPO, env=environment, stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [sys.executable, "-c", f"PHASES = {phases!r}\n{APP}"],
+        cwd=REPO,
+        env=environment,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_pages_login_and_reads_survive_a_redis_outage_and_launches_are_refused_cleanly(tmp_path, own_redis):

@@ -246,10 +246,16 @@ def graded_run(name: str, conversation: Conversation, grades_per_response: list[
         response = Response.objects.create(conversation=conversation, text=f"Sample {k}.", sample_index=k)
         for criterion, met in zip(criteria, mets, strict=False):  # a short list leaves grades missing
             Grade.objects.create(
-                run=run, response=response, criterion=criterion, position=criterion.position,
-                criterion_text=criterion.text, points=criterion.points, tags=criterion.tags,
-                status=Grade.Status.GRADED if met is not None else Grade.Status.FAILED, met=met,
-            )  # fmt: skip
+                run=run,
+                response=response,
+                criterion=criterion,
+                position=criterion.position,
+                criterion_text=criterion.text,
+                points=criterion.points,
+                tags=criterion.tags,
+                status=Grade.Status.GRADED if met is not None else Grade.Status.FAILED,
+                met=met,
+            )
     return run
 
 
@@ -279,9 +285,15 @@ def test_a_consensus_run_expects_only_the_cluster_criteria_of_its_subset_version
         response = Response.objects.create(conversation=conversation, text="Call 911.", sample_index=k)
         for c in graded_criteria:
             Grade.objects.create(
-                run=run, response=response, criterion=c, position=c.position, criterion_text=c.text,
-                points=c.points, tags=c.tags, met=True,
-            )  # fmt: skip
+                run=run,
+                response=response,
+                criterion=c,
+                position=c.position,
+                criterion_text=c.text,
+                points=c.points,
+                tags=c.tags,
+                met=True,
+            )
     report = run_report(run=run).data
     assert report["counts"]["missing"] == 1
     assert (report["counts"]["examples_scored"], report["counts"]["examples_incomplete"]) == (1, 1)
@@ -297,9 +309,15 @@ def test_a_consensus_subset_run_expects_only_the_cluster_criteria_of_the_rubric(
     response = Response.objects.create(conversation=conversation, text="Call 911.")
     for c in Criterion.objects.filter(level=Criterion.Level.CLUSTER):
         Grade.objects.create(
-            run=run, response=response, criterion=c, position=c.position, criterion_text=c.text,
-            points=c.points, tags=c.tags, met=False,
-        )  # fmt: skip
+            run=run,
+            response=response,
+            criterion=c,
+            position=c.position,
+            criterion_text=c.text,
+            points=c.points,
+            tags=c.tags,
+            met=False,
+        )
     report = run_report(run=run).data
     assert report["counts"]["missing"] == 0
     assert report["counts"]["examples_scored"] == 1
