@@ -91,10 +91,27 @@ MUSING = "Let me weigh this criterion against the reply carefully. " * 21  # abo
 RAMBLE = "There is a great deal more to say about this, and I will go on saying it. " * 200
 CACHE_STEP_CHARS = 128 * 4  # OpenAI caches in steps of 128 tokens
 RESPONSES_FIELDS = {
-    "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "reasoning", "text", "store",
-    "metadata", "user", "truncation", "parallel_tool_calls", "tools", "tool_choice", "previous_response_id",
-    "include", "stream", "service_tier", "background",
-}  # fmt: skip
+    "model",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "text",
+    "store",
+    "metadata",
+    "user",
+    "truncation",
+    "parallel_tool_calls",
+    "tools",
+    "tool_choice",
+    "previous_response_id",
+    "include",
+    "stream",
+    "service_tier",
+    "background",
+}
 
 
 def is_reasoning(model: str) -> bool:
@@ -241,8 +258,11 @@ class LLMServer:
             self.requests.append((path, body))
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
             said = f" {authorization}." if self.echo_key else ""
-            return api_error(401, f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
-                             code="invalid_api_key")  # fmt: skip
+            return api_error(
+                401,
+                f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
+                code="invalid_api_key",
+            )
         model = str(body.get("model", ""))
         if model.startswith("missing"):
             return api_error(
@@ -285,9 +305,11 @@ class LLMServer:
             return quota_error()
         if fault == "too_long":
             return api_error(
-                400, "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
-                param="messages", code="context_length_exceeded",
-            )  # fmt: skip
+                400,
+                "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
+                param="messages",
+                code="context_length_exceeded",
+            )
         if fault == "500":
             return api_error(500, "The server had an error", kind="server_error")
         if fault == "slow":
@@ -326,9 +348,14 @@ class LLMServer:
         if responses:
             usage = responses_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
             reply = responses_reply(
-                body, model, content=content, refusal=refusal, truncated=truncated,
-                reasoning_item=is_reasoning(model), usage=usage,
-            )  # fmt: skip
+                body,
+                model,
+                content=content,
+                refusal=refusal,
+                truncated=truncated,
+                reasoning_item=is_reasoning(model),
+                usage=usage,
+            )
             return 200, headers, reply
         usage = chat_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
         return 200, headers, chat_completion(model, content=content, refusal=refusal, truncated=truncated, usage=usage)

@@ -45,8 +45,10 @@ def fake_copy(root: Path, text: str = MODULE) -> Path:
 def test_a_checkouts_template_is_stored_under_a_name_with_its_hash(tmp_path):
     said = run_command("grader_template", "import", "--simple-evals", str(fake_copy(tmp_path / "checkout")))
     stored = GraderTemplate.objects.get(name="simple-evals")
-    assert stored.text == OWN_TEMPLATE and stored.sha256 == template_hash(OWN_TEMPLATE)
-    assert "custom grader prompt" in said and stored.sha256 in said
+    assert stored.text == OWN_TEMPLATE
+    assert stored.sha256 == template_hash(OWN_TEMPLATE)
+    assert "custom grader prompt" in said
+    assert stored.sha256 in said
     assert "simple-evals" in run_command("grader_template", "list")
 
 
@@ -57,7 +59,7 @@ def test_an_installed_copy_is_found_in_its_package_folder(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "module, message",
+    ("module", "message"),
     [
         (None, "holds no healthbench_eval.py"),
         ("X = 1\n", "assigns no GRADER_TEMPLATE"),
@@ -134,7 +136,8 @@ def test_the_reference_template_from_a_checkout_is_recognised_by_its_hash(llm_se
     from grading.reports.report import run_report
 
     grader = run_report(run=run).data["grader"]
-    assert grader["prompt"] == "reference" and grader["prompt_label"] == "reference grader prompt"
+    assert grader["prompt"] == "reference"
+    assert grader["prompt_label"] == "reference grader prompt"
 
 
 def test_the_compare_page_warns_when_graders_or_prompts_differ(llm_server, tmp_path):
@@ -145,7 +148,8 @@ def test_the_compare_page_warns_when_graders_or_prompts_differ(llm_server, tmp_p
     reader = Client()
     reader.force_login(person("reader", Physician.Role.RESEARCHER))
     page = reader.get(reverse("compare_runs"), {"a": ours.code, "b": theirs.code}).content.decode()
-    assert "The runs used different graders" in page and "The runs used different grader prompts" in page
+    assert "The runs used different graders" in page
+    assert "The runs used different grader prompts" in page
     quiet = reader.get(reverse("compare_runs"), {"a": ours.code, "b": same.code}).content.decode()
     assert "different grader" not in quiet
     document = reader.get(reverse("compare_runs_json"), {"a": ours.code, "b": theirs.code}).json()

@@ -94,12 +94,13 @@ def test_each_preset_sends_exactly_the_reference_request(llm_server, short):
         for field, value in expected.items():
             assert body[field] == value, field
     data = run_report(run=run).data
-    assert data["grader"]["reference"] == short and data["grader"]["differences"] == []
+    assert data["grader"]["reference"] == short
+    assert data["grader"]["differences"] == []
     assert data["grader"]["label"].startswith("the reference grader request")
 
 
 @pytest.mark.parametrize(
-    "short, changes, words",
+    ("short", "changes", "words"),
     [
         ("original", {"temperature": 0.0}, "temperature 0 (the reference: 0.5)"),
         ("original", {"structured_output": True}, "strict JSON schema yes (the reference: no)"),
@@ -113,8 +114,10 @@ def test_any_other_setting_marks_the_report_and_its_downloads(llm_server, short,
     run = graded_run(llm_server, short, **changes)
     assert run.status == Run.Status.DONE, run.error
     data = run_report(run=run).data
-    assert data["grader"]["reference"] is None and data["grader"]["nearest_reference"] == short
-    assert data["grader"]["label"].startswith("differs from the reference grader") and words in data["grader"]["label"]
+    assert data["grader"]["reference"] is None
+    assert data["grader"]["nearest_reference"] == short
+    assert data["grader"]["label"].startswith("differs from the reference grader")
+    assert words in data["grader"]["label"]
     assert "differs from the reference grader" in report_csv(data)
     exported = run_export(run=run).document
     assert exported["metadata"]["grader"]["differences"] == data["grader"]["differences"]
@@ -123,13 +126,15 @@ def test_any_other_setting_marks_the_report_and_its_downloads(llm_server, short,
 def test_our_improvements_are_still_sent_when_chosen(llm_server):
     run = graded_run(llm_server, "original", temperature=0.0, structured_output=True)
     body = llm_server.requests[-1][1]
-    assert body["temperature"] == 0.0 and body["response_format"]["type"] == "json_schema"
+    assert body["temperature"] == 0.0
+    assert body["response_format"]["type"] == "json_schema"
     assert run.status == Run.Status.DONE
 
 
 def test_our_prompt_is_a_custom_grader_prompt_and_the_published_hash_is_recognised():
     verdict = grader_verdict(PRESETS_BY_SHORT["original"].reference.settings(), prompt_hash="0" * 64)
-    assert verdict.matches and verdict.prompt_label == "custom grader prompt"
+    assert verdict.matches
+    assert verdict.prompt_label == "custom grader prompt"
     assert hashlib.sha256(DEFAULT_TEMPLATE.encode()).hexdigest() != PUBLISHED_TEMPLATE_SHA256
     same = grader_verdict(PRESETS_BY_SHORT["original"].reference.settings(), prompt_hash=PUBLISHED_TEMPLATE_SHA256)
     assert same.prompt_label == "reference grader prompt"
@@ -153,7 +158,8 @@ def test_the_report_page_and_run_page_say_how_the_grader_compares(llm_server):
     researcher = Client()
     researcher.force_login(person("reader", Physician.Role.RESEARCHER))
     report = researcher.get(reverse("report_detail", args=[run.code])).content.decode()
-    assert "differs from the reference grader" in report and "custom grader prompt" in report
+    assert "differs from the reference grader" in report
+    assert "custom grader prompt" in report
     page = researcher.get(reverse("run_detail", args=[run.code])).content.decode()
     assert "differs from the reference grader" in page
     document = json.loads(researcher.get(reverse("report_json", args=[run.code])).content)

@@ -457,9 +457,15 @@ async def ask_grader_chunk(
     while answers < policy.format_attempts:
         try:
             reply = await chat(
-                endpoint, messages, limiter=limiter, policy=policy, watch=watch, schema=schema,
-                schema_name=CHUNK_SCHEMA_NAME, max_tokens=limit,
-            )  # fmt: skip
+                endpoint,
+                messages,
+                limiter=limiter,
+                policy=policy,
+                watch=watch,
+                schema=schema,
+                schema_name=CHUNK_SCHEMA_NAME,
+                max_tokens=limit,
+            )
         except CallFailed as exc:
             failure = spent.outcome(met=None, error=str(exc), raw_output=raw, fatal=exc.fatal)
             failure = replace(failure, attempts=spent.attempts + exc.attempts)

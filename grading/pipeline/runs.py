@@ -230,9 +230,13 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
         run.name,
         run.total_items,
         len(batch_ids),
-        extra={"run": run.name, "grader": run.grader_config.model if run.grader_config else "",
-               "policy": run.policy_model, "sampling": spec.policy is not None},
-    )  # fmt: skip
+        extra={
+            "run": run.name,
+            "grader": run.grader_config.model if run.grader_config else "",
+            "policy": run.policy_model,
+            "sampling": spec.policy is not None,
+        },
+    )
     return run
 
 

@@ -59,25 +59,32 @@ class RunForm(forms.Form):
     samples = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Samples per conversation")
 
     grader = forms.ModelChoiceField(
-        Endpoint.objects.order_by("name"), to_field_name="name", label="Grader endpoint",
+        Endpoint.objects.order_by("name"),
+        to_field_name="name",
+        label="Grader endpoint",
         help_text="Endpoints are set up by curators (model, URL, key, prices, limits).",
-    )  # fmt: skip
+    )
     grader_template = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 6}), required=False,
+        widget=forms.Textarea(attrs={"rows": 6}),
+        required=False,
         # Form help text is not escaped: the placeholders would read as HTML tags.
         help_text=escape("Empty for ours; otherwise a template with <<conversation>> and <<rubric_item>>"),
-    )  # fmt: skip
+    )
     stored_template = forms.ModelChoiceField(
-        GraderTemplate.objects.order_by("name"), to_field_name="name", required=False, label="Stored grader template",
+        GraderTemplate.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        label="Stored grader template",
         help_text="Instead of the text above: a template stored with grader_template import (the reference's "
         "is read from your own copy of simple-evals).",
-    )  # fmt: skip
+    )
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=16)
     use_cache = forms.BooleanField(required=False, initial=True, label="Reuse grades of identical earlier requests")
     length_adjusted = forms.BooleanField(
-        required=False, label="Report length-adjusted scores",
+        required=False,
+        label="Report length-adjusted scores",
         help_text="HealthBench Professional's adjustment: 0.0147 off per 500 characters beyond 2,000",
-    )  # fmt: skip
+    )
     healthbench_professional = forms.BooleanField(
         required=False, label="HealthBench Professional run", help_text="Scores with the length adjustment"
     )

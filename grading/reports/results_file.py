@@ -261,10 +261,16 @@ def _length_adjustment(metadata: dict) -> LengthAdjustment | None:
         or isinstance(penalty, bool)
         or not isinstance(penalty, int | float)
     ):
-        raise ResultsInvalid([
-            ExampleError(None, None, "metadata.length_adjustment",
-                         "must be {\"centre\": whole characters >= 0, \"penalty_per_500\": a number}")
-        ])  # fmt: skip
+        raise ResultsInvalid(
+            [
+                ExampleError(
+                    None,
+                    None,
+                    "metadata.length_adjustment",
+                    'must be {"centre": whole characters >= 0, "penalty_per_500": a number}',
+                )
+            ]
+        )
     if penalty < 0:
         raise ResultsInvalid([ExampleError(None, None, "metadata.length_adjustment.penalty_per_500", "must be >= 0")])
     return LengthAdjustment(centre, float(penalty))
