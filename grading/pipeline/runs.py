@@ -22,6 +22,7 @@ from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
 from annotation.services.subset_versions import subset_version_freeze
+from grading.endpoint_rules import endpoint_problems
 from grading.models import Endpoint, Grade, GraderConfig, Run, RunBatch, SampleFailure
 from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
@@ -371,6 +372,23 @@ def _grades_per_batch(run: Run) -> dict[int, int]:
     return per_batch
 
 
+def resume_check(*, run: Run) -> None:
+    """A resume is checked as a launch is: the key variables and base URLs the run's endpoint
+    snapshots name must pass the operator's rules now, or nothing is queued (the worker would
+    refuse every batch). Raises RunSpecError naming each problem."""
+    problems = []
+    for role, config in (("grader", run.grader_config), ("policy", run.policy_config)):
+        if config is None:
+            continue
+        name = config.endpoint_name or config.model
+        problems += [
+            f"{role} endpoint {name}: {problem}"
+            for problem in endpoint_problems(base_url=config.base_url, key_variable=config.api_key_env, resolve=False)
+        ]
+    if problems:
+        raise RunSpecError([*problems, "nothing was queued: a curator fixes the endpoint, then resume again"])
+
+
 def run_resume(*, run: Run, retry_failed: bool = False) -> int:
     """Queue again only the batches that miss grades, and are not being worked on now.
 
@@ -378,6 +396,8 @@ def run_resume(*, run: Run, retry_failed: bool = False) -> int:
     number of batches queued; 0 means the run is complete (it is then marked done)."""
     if run.grader_config_id is None:
         raise RunSpecError([f"run {run.name!r} was imported, not graded here: nothing to resume"])
+    resume_check(run=run)
+    queue_check()
     now = timezone.now()
     with transaction.atomic():
         if retry_failed:
