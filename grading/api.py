@@ -64,11 +64,31 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "code", "name", "status", "grader_endpoint", "grader_model", "policy_endpoint", "policy_model", "samples",
-            "subset", "subset_version", "responses_from", "use_cache", "concurrency", "total_items", "error", "created",
-            "started", "finished", "progress", "healthbench_professional", "length_adjusted", "length_centre",
-            "length_penalty", "batch",
-        ]  # fmt: skip
+            "code",
+            "name",
+            "status",
+            "grader_endpoint",
+            "grader_model",
+            "policy_endpoint",
+            "policy_model",
+            "samples",
+            "subset",
+            "subset_version",
+            "responses_from",
+            "use_cache",
+            "concurrency",
+            "total_items",
+            "error",
+            "created",
+            "started",
+            "finished",
+            "progress",
+            "healthbench_professional",
+            "length_adjusted",
+            "length_centre",
+            "length_penalty",
+            "batch",
+        ]
 
     def get_subset_version(self, run: Run) -> dict | None:
         version = run.subset_version
@@ -210,11 +230,23 @@ class EndpointSerializer(serializers.ModelSerializer):
     class Meta:
         model = Endpoint
         fields = [
-            "name", "model", "api_style", "reasoning", "reasoning_effort", "temperature", "max_output_tokens",
-            "structured_output", "price_input", "price_cached_input", "price_output", "batch_discount",
+            "name",
+            "model",
+            "api_style",
+            "reasoning",
+            "reasoning_effort",
+            "temperature",
+            "max_output_tokens",
+            "structured_output",
+            "price_input",
+            "price_cached_input",
+            "price_output",
+            "batch_discount",
             "requests_per_minute",
-            "tokens_per_minute", "max_concurrency", "notes",
-        ]  # fmt: skip
+            "tokens_per_minute",
+            "max_concurrency",
+            "notes",
+        ]
 
 
 class EndpointViewSet(viewsets.ReadOnlyModelViewSet):
@@ -234,10 +266,25 @@ class GradeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Grade
         fields = [
-            "id", "response", "prompt_id", "position", "criterion_text", "points", "tags", "status", "met",
-            "explanation", "error", "attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
-            "reasoning_tokens", "reused", "batched",
-        ]  # fmt: skip
+            "id",
+            "response",
+            "prompt_id",
+            "position",
+            "criterion_text",
+            "points",
+            "tags",
+            "status",
+            "met",
+            "explanation",
+            "error",
+            "attempts",
+            "prompt_tokens",
+            "completion_tokens",
+            "cached_tokens",
+            "reasoning_tokens",
+            "reused",
+            "batched",
+        ]
 
 
 @extend_schema_view(

@@ -134,7 +134,14 @@ class Endpoint(models.Model):
     reasoning = models.BooleanField(default=False, help_text="A reasoning model: no temperature")
     reasoning_effort = models.CharField(max_length=8, choices=ReasoningEffort.choices, blank=True, default="")
     temperature = models.FloatField(null=True, blank=True, default=0.0, help_text="Empty to leave it to the model")
-    max_output_tokens = models.PositiveIntegerField(default=2048)
+    # Empty: no output limit is sent (the model's own applies), as the reference sends none to
+    # a reasoning grader.
+    max_output_tokens = models.PositiveIntegerField(
+        null=True, blank=True, default=2048, help_text="Empty to send no output limit"
+    )
+    # Sent before the conversation as a system message (a developer message on Responses),
+    # as the reference's samplers do; empty: none.
+    system_message = models.TextField(blank=True, default="")
     structured_output = models.BooleanField(
         default=False, help_text="The endpoint honours a strict JSON schema for the grader's answer"
     )
@@ -203,7 +210,8 @@ class GraderConfig(models.Model):
     reasoning = models.BooleanField(default=False)
     reasoning_effort = models.CharField(max_length=8, choices=ReasoningEffort.choices, blank=True, default="")
     temperature = models.FloatField(null=True, blank=True, default=0.0)
-    max_tokens = models.PositiveIntegerField(default=2048)
+    max_tokens = models.PositiveIntegerField(null=True, blank=True, default=2048)
+    system_message = models.TextField(blank=True, default="")
     structured_output = models.BooleanField(default=False)
     timeout_seconds = models.FloatField(default=60.0)
     price_input = _price_field("input tokens")
@@ -457,6 +465,25 @@ class SampleFailure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run}: sample {self.sample_index} of {self.conversation} failed"
+
+
+class GraderTemplate(models.Model):
+    """A named grader prompt with <<conversation>> and <<rubric_item>>, for runs to grade with.
+    The reference's own template is read from the user's copy of simple-evals
+    (`grader_template import`), never shipped with the product."""
+
+    name = models.CharField(max_length=100, unique=True)
+    text = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    # Where the text came from (a file or a simple-evals copy), for the record.
+    source = models.CharField(max_length=500, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class ProviderBatch(models.Model):

@@ -324,8 +324,7 @@ GRADING_FAILURE_STREAK = env_int("GRADING_FAILURE_STREAK", 24, minimum=1)
 # requests and 200 MB), and the grades of one RunBatch (each is one or more provider batches).
 GRADING_BATCH_POLL_SECONDS = env_float("GRADING_BATCH_POLL_SECONDS", 60.0, minimum=0.05)
 GRADING_BATCH_MAX_REQUESTS = env_int("GRADING_BATCH_MAX_REQUESTS", 50_000, minimum=1, maximum=50_000)
-GRADING_BATCH_MAX_BYTES = env_int("GRADING_BATCH_MAX_BYTES", 200 * 1024 * 1024, minimum=1024,
-                                  maximum=200 * 1024 * 1024)  # fmt: skip
+GRADING_BATCH_MAX_BYTES = env_int("GRADING_BATCH_MAX_BYTES", 200 * 1024 * 1024, minimum=1024, maximum=200 * 1024 * 1024)
 GRADING_BATCHED_RUN_UNIT = env_int("GRADING_BATCHED_RUN_UNIT", 5_000, minimum=1)
 
 # Proxies in front that append to X-Forwarded-For: the API throttles and the failed-login limit

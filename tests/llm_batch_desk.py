@@ -94,10 +94,18 @@ class ServedBatch:
     cancel: threading.Event = field(default_factory=threading.Event)
 
     def public(self) -> dict:
-        stamp = {name: self.times.get(name) for name in (
-            "in_progress_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at",
-            "cancelled_at",
-        )}  # fmt: skip
+        stamp = {
+            name: self.times.get(name)
+            for name in (
+                "in_progress_at",
+                "finalizing_at",
+                "completed_at",
+                "failed_at",
+                "expired_at",
+                "cancelling_at",
+                "cancelled_at",
+            )
+        }
         return {
             "id": self.id,
             "object": "batch",
@@ -153,8 +161,9 @@ class BatchDesk:
             if not (filename or "").endswith(".jsonl"):
                 return api_error(400, "Invalid file format for Batch API. Must be .jsonl", param="file")
             if len(data) > self.max_file_bytes:
-                return api_error(400, f"File is too large: the Batch API takes at most {self.max_file_bytes} bytes.",
-                                 param="file")  # fmt: skip
+                return api_error(
+                    400, f"File is too large: the Batch API takes at most {self.max_file_bytes} bytes.", param="file"
+                )
         stored = StoredFile(_id("file-"), filename or "upload", purpose, data)
         with self.lock:
             self.files[stored.id] = stored
@@ -173,14 +182,20 @@ class BatchDesk:
     def create(self, body: dict, authorization: str) -> tuple[int, dict, dict | bytes]:
         for name in ("input_file_id", "endpoint", "completion_window"):
             if not body.get(name):
-                return api_error(400, f"Missing required parameter: '{name}'.", param=name,
-                                 code="missing_required_parameter")  # fmt: skip
+                return api_error(
+                    400, f"Missing required parameter: '{name}'.", param=name, code="missing_required_parameter"
+                )
         if body["completion_window"] != "24h":
-            return api_error(400, "Invalid value for 'completion_window': only '24h' is supported.",
-                             param="completion_window", code="invalid_value")  # fmt: skip
+            return api_error(
+                400,
+                "Invalid value for 'completion_window': only '24h' is supported.",
+                param="completion_window",
+                code="invalid_value",
+            )
         if body["endpoint"] not in BATCH_ENDPOINTS:
-            return api_error(400, f"Invalid value for 'endpoint': {body['endpoint']!r}.", param="endpoint",
-                             code="invalid_value")  # fmt: skip
+            return api_error(
+                400, f"Invalid value for 'endpoint': {body['endpoint']!r}.", param="endpoint", code="invalid_value"
+            )
         stored = self.files.get(str(body["input_file_id"]))
         if stored is None:
             return not_found("File object", str(body["input_file_id"]), "input_file_id")
@@ -275,9 +290,13 @@ class BatchDesk:
                 return self._settle(batch, "cancelled", outputs, errors)
             if expire is not None and n >= expire:
                 for rest in lines[n:]:
-                    errors.append(_error_line(rest["custom_id"], "batch_expired",
-                                              "This request could not be executed before the completion window "
-                                              "expired."))  # fmt: skip
+                    errors.append(
+                        _error_line(
+                            rest["custom_id"],
+                            "batch_expired",
+                            "This request could not be executed before the completion window expired.",
+                        )
+                    )
                 with self.lock:
                     batch.failed += len(lines) - n
                 return self._settle(batch, "expired", outputs, errors)
@@ -322,16 +341,22 @@ class BatchDesk:
                 return [], problem("invalid_json_line", "This line is not parseable as valid JSON.", number)
             missing = [k for k in ("custom_id", "method", "url", "body") if k not in line]
             if missing:
-                return [], problem("missing_required_parameter", f"Missing required parameter: '{missing[0]}'.",
-                                   number, missing[0])  # fmt: skip
+                return [], problem(
+                    "missing_required_parameter", f"Missing required parameter: '{missing[0]}'.", number, missing[0]
+                )
             if line["method"] != "POST":
                 return [], problem("invalid_method", "Only POST is supported.", number, "method")
             if line["url"] != batch.endpoint:
-                return [], problem("mismatched_endpoint", f"The url {line['url']!r} does not match the batch's "
-                                   f"endpoint {batch.endpoint!r}.", number, "url")  # fmt: skip
+                return [], problem(
+                    "mismatched_endpoint",
+                    f"The url {line['url']!r} does not match the batch's endpoint {batch.endpoint!r}.",
+                    number,
+                    "url",
+                )
             if line["custom_id"] in seen:
-                return [], problem("duplicate_custom_id", "The custom_id of this line is used by another line.",
-                                   number, "custom_id")  # fmt: skip
+                return [], problem(
+                    "duplicate_custom_id", "The custom_id of this line is used by another line.", number, "custom_id"
+                )
             seen.add(line["custom_id"])
             models.add(str((line["body"] or {}).get("model")))
             lines.append(line)

@@ -7,6 +7,10 @@ in modes chosen by the requested model:
   ``need:WORD``; the criterion is met when WORD appears in the response under grading (the
   prompt after its last "assistant:"). The answer is the JSON our grader prompt asks for,
   sometimes inside a fenced block and with text around it, as real models do.
+* a per-response grader request (the ``rubric_grades`` schema, or a prompt asking for a
+  ``{"criteria": [...]}`` answer about numbered items): every item judged by the same rule
+  on the same response, so both grading modes give the same verdicts; ``entry:KIND`` in an
+  item's text spoils its entry (see :func:`chunk_reply`).
 * a policy model (``policy...``): it replies with the words after ``say:`` in the last user
   turn, so a test decides what the sampled responses contain.
 * a reasoning model (a name with ``reasoning`` in it, or starting ``o1``/``o3``/``o4``/
@@ -92,10 +96,27 @@ MUSING = "Let me weigh this criterion against the reply carefully. " * 21  # abo
 RAMBLE = "There is a great deal more to say about this, and I will go on saying it. " * 200
 CACHE_STEP_CHARS = 128 * 4  # OpenAI caches in steps of 128 tokens
 RESPONSES_FIELDS = {
-    "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "reasoning", "text", "store",
-    "metadata", "user", "truncation", "parallel_tool_calls", "tools", "tool_choice", "previous_response_id",
-    "include", "stream", "service_tier", "background",
-}  # fmt: skip
+    "model",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "text",
+    "store",
+    "metadata",
+    "user",
+    "truncation",
+    "parallel_tool_calls",
+    "tools",
+    "tool_choice",
+    "previous_response_id",
+    "include",
+    "stream",
+    "service_tier",
+    "background",
+}
 
 
 def is_reasoning(model: str) -> bool:
@@ -243,8 +264,11 @@ class LLMServer:
             self.requests.append((path, body))
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
             said = f" {authorization}." if self.echo_key else ""
-            return api_error(401, f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
-                             code="invalid_api_key")  # fmt: skip
+            return api_error(
+                401,
+                f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
+                code="invalid_api_key",
+            )
         model = str(body.get("model", ""))
         if model.startswith("missing"):
             return api_error(
@@ -294,9 +318,11 @@ class LLMServer:
             return quota_error()
         if fault == "too_long":
             return api_error(
-                400, "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
-                param="messages", code="context_length_exceeded",
-            )  # fmt: skip
+                400,
+                "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
+                param="messages",
+                code="context_length_exceeded",
+            )
         if fault == "500":
             return api_error(500, "The server had an error", kind="server_error")
         if fault == "slow":
@@ -314,6 +340,8 @@ class LLMServer:
             content, refusal = "", REFUSAL
         elif fault == "verbose":
             content = MUSING + grader_reply(prompt, structured=True)
+        elif is_chunk_request(body, prompt):
+            content = chunk_reply(prompt, structured=wants_schema(body))
         else:
             content = grader_reply(prompt, structured=wants_schema(body))
         reasoning = 0
@@ -333,9 +361,14 @@ class LLMServer:
         if responses:
             usage = responses_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
             reply = responses_reply(
-                body, model, content=content, refusal=refusal, truncated=truncated,
-                reasoning_item=is_reasoning(model), usage=usage,
-            )  # fmt: skip
+                body,
+                model,
+                content=content,
+                refusal=refusal,
+                truncated=truncated,
+                reasoning_item=is_reasoning(model),
+                usage=usage,
+            )
             return 200, headers, reply
         usage = chat_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
         return 200, headers, chat_completion(model, content=content, refusal=refusal, truncated=truncated, usage=usage)
@@ -389,6 +422,62 @@ def grader_reply(prompt: str, *, structured: bool = False) -> str:
     return f"Here is my judgement.\n{answer}\nI hope this helps."
 
 
+CHUNK_HEADING = "\n# The rubric items\n"
+CHUNK_ITEM = re.compile(r"^(\d+)\. (.*)$", re.MULTILINE)
+ENTRY_FAULT = re.compile(r"entry:(missing|duplicate|non_boolean|unknown)")
+EXPLANATIONS = {
+    "a few words": ("Named.", "Not there."),
+    "one short sentence": ("The reply names it plainly.", "The reply does not say it anywhere."),
+    "two or three sentences": (
+        "The reply names it plainly in its advice. That is what the criterion asks for.",
+        "The reply does not say it anywhere. The criterion asks for it, so it is not met.",
+    ),
+}
+
+
+def is_chunk_request(body: dict, prompt: str) -> bool:
+    """A per-response request: its schema, or the answer format it asks for in words."""
+    chat = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+    responses = ((body.get("text") or {}).get("format") or {}).get("name")
+    return "rubric_grades" in (chat, responses) or ('{"criteria": [' in prompt and CHUNK_HEADING in prompt)
+
+
+def chunk_reply(prompt: str, *, structured: bool = False) -> str:
+    """Every numbered criterion judged by the per-criterion rule on the same response (so
+    both modes give the same verdicts). A criterion with ``entry:KIND`` gets a faulty entry:
+    left out (missing), given twice with opposite verdicts (duplicate), "yes" for its
+    verdict (non_boolean), or joined by an entry of an id the chunk does not have (unknown)."""
+    head, _, items = prompt.rpartition(CHUNK_HEADING)
+    long, short = next(
+        (v for k, v in EXPLANATIONS.items() if f"Each explanation is {k}" in head), EXPLANATIONS["one short sentence"]
+    )
+    numbered = CHUNK_ITEM.findall(items)
+    entries: list[dict] = []
+    for number, item in numbered:
+        met = grader_met(f"{head}\n{item}")
+        entry = {"id": int(number), "explanation": long if met else short, "criteria_met": met}
+        fault = ENTRY_FAULT.search(item)
+        kind = fault.group(1) if fault else ""
+        if kind == "missing":
+            continue
+        if kind == "non_boolean":
+            entry["criteria_met"] = "yes"
+        entries.append(entry)
+        if kind == "duplicate":
+            entries.append({**entry, "criteria_met": not met})
+        if kind == "unknown":
+            entries.append({**entry, "id": len(numbered) + 1})
+    answer = json.dumps({"criteria": entries})
+    if structured:
+        return answer
+    style = len(prompt) % 3
+    if style == 0:
+        return answer
+    if style == 1:
+        return f"```json\n{answer}\n```"
+    return f"Here are my judgements.\n{answer}\nI hope this helps."
+
+
 def policy_reply(messages: list[dict]) -> tuple[str, str | None]:
     """(text, refusal) of the policy model, as the last user turn directs."""
     last = str(next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""}).get("content", ""))
@@ -408,7 +497,7 @@ class _Handler(BaseHTTPRequestHandler):
     # for the client's delayed ACK (40 ms), which would look like latency.
     disable_nagle_algorithm = True
 
-    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format, *args) -> None:  # `format`: the base class's name
         pass
 
     def _refused_key(self) -> bool:

@@ -31,8 +31,12 @@ def server(llm_server, settings):
 
 
 def grader(server, **fields) -> Endpoint:
-    values = {"batch_discount": Decimal("0.5"), "price_input": Decimal("2"), "price_cached_input": Decimal("0.5"),
-              "price_output": Decimal("8")} | fields  # fmt: skip
+    values = {
+        "batch_discount": Decimal("0.5"),
+        "price_input": Decimal("2"),
+        "price_cached_input": Decimal("0.5"),
+        "price_output": Decimal("8"),
+    } | fields
     return Endpoint.objects.filter(name="batcher").first() or endpoint_on(server, "batcher", **values)
 
 
@@ -69,12 +73,15 @@ def test_a_batched_regrade_reproduces_the_live_report_through_re_asks(server):
     assert not grades.filter(batched=False).exists()
     assert run_report(run=run).data == run_report(run=source).data
     rows = ProviderBatch.objects.filter(run=run)
-    assert {r.round for r in rows} == {0, 1} and all(r.collected and r.batch_id for r in rows)
+    assert {r.round for r in rows} == {0, 1}
+    assert all(r.collected and r.batch_id for r in rows)
     assert set(rows.values_list("status", flat=True)) == {ProviderBatch.Status.COMPLETED}
-    assert server.faults_served["malformed"] == 8 and server.faults_served["verbose"] == 8
+    assert server.faults_served["malformed"] == 8
+    assert server.faults_served["verbose"] == 8
     # The re-asked grades carry both answers' tokens and attempts.
     again = grades.filter(criterion_text__contains="malformed").first()
-    assert again is not None and again.attempts == 2
+    assert again is not None
+    assert again.attempts == 2
     assert server.calls == 40 + 16  # every request once, and each re-ask once more
 
 
@@ -84,7 +91,8 @@ def test_requests_past_the_provider_limits_are_split_into_several_batches(server
     run = finish(launch(server, source))
     assert run.status == Run.Status.DONE
     parts = ProviderBatch.objects.filter(run=run)
-    assert parts.count() == 4 and server.batches.created == 4  # 24 requests, 7 per file
+    assert parts.count() == 4
+    assert server.batches.created == 4
     assert sorted(len(p.requests) for p in parts) == [3, 7, 7, 7]
     assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == 24
 
@@ -95,7 +103,8 @@ def test_failed_lines_are_failed_grades_then_retried_as_a_batch_or_live(server, 
     run = finish(launch(server, source))
     assert run.status == Run.Status.DONE
     failed = Grade.objects.filter(run=run, status=Grade.Status.FAILED)
-    assert failed.count() == 4 and not failed.filter(met__isnull=False).exists()
+    assert failed.count() == 4
+    assert not failed.filter(met__isnull=False).exists()
     assert all("500" in g.error or "server had an error" in g.error for g in failed)
     assert "4 of 16 grades failed" in run_progress(run=run).warning
 
@@ -117,11 +126,13 @@ def test_an_expired_batch_keeps_its_answers_and_fails_the_rest_for_a_retry(serve
     source = imported_run(conversations=2, samples=2, n_criteria=4)
     run = finish(launch(server, source))
     row = ProviderBatch.objects.get(run=run)
-    assert row.status == ProviderBatch.Status.EXPIRED and (row.completed, row.failed) == (5, 11)
+    assert row.status == ProviderBatch.Status.EXPIRED
+    assert (row.completed, row.failed) == (5, 11)
     grades = Grade.objects.filter(run=run)
     assert grades.filter(status=Grade.Status.GRADED).count() == 5
     expired = grades.filter(status=Grade.Status.FAILED)
-    assert expired.count() == 11 and all("expired" in g.error for g in expired)
+    assert expired.count() == 11
+    assert all("expired" in g.error for g in expired)
     run_resume(run=run, retry_failed=True, live=True)
     assert finish(run).status == Run.Status.DONE
     assert run_report(run=run).data == run_report(run=source).data
@@ -133,12 +144,14 @@ def test_cancelling_the_run_cancels_the_providers_batch(server):
     run = launch(server, source)
     assert step_all(run) == {Outcome.WAITING}
     row = ProviderBatch.objects.get(run=run)
-    assert row.batch_id and row.status in (ProviderBatch.Status.VALIDATING, ProviderBatch.Status.IN_PROGRESS)
+    assert row.batch_id
+    assert row.status in (ProviderBatch.Status.VALIDATING, ProviderBatch.Status.IN_PROGRESS)
     assert run_cancel(run=run)
     assert provider_batches_cancel(run_id=run.id) == 1
     assert provider_batches_cancel(run_id=run.id) == 0  # asked once
     row.refresh_from_db()
-    assert row.cancel_sent is not None and row.status in ("cancelling", "cancelled")
+    assert row.cancel_sent is not None
+    assert row.status in ("cancelling", "cancelled")
     assert server.batches.cancels == 1
     deadline = time.monotonic() + 5
     while server.batches.batches[row.batch_id].status != "cancelled":
@@ -184,7 +197,8 @@ def test_the_estimate_and_the_cost_take_the_batch_discount(server):
     live = plan_estimate(spec := RunSpec(name="x", grader=endpoint, responses_from=source), run_plan(spec))
     spec = RunSpec(name="y", grader=endpoint, responses_from=source, batch=True)
     batched = plan_estimate(spec, run_plan(spec))
-    assert live.grader_cost and batched.grader_cost == (live.grader_cost / 2).quantize(Decimal("0.000001"))
+    assert live.grader_cost
+    assert batched.grader_cost == (live.grader_cost / 2).quantize(Decimal("0.000001"))
     assert any("Batch API" in line for line in batched.lines())
 
     run = finish(launch(server, source))
@@ -195,7 +209,8 @@ def test_the_estimate_and_the_cost_take_the_batch_discount(server):
     completion = sum(g.completion_tokens for g in grades)
     full = (Decimal(prompt - cached) * 2 + Decimal(cached) * Decimal("0.5") + Decimal(completion) * 8) / 1_000_000
     assert progress.grader_cost == (full / 2).quantize(Decimal("0.000001"))
-    assert "1 completed" in progress.provider_batch_line and "16 completed" in progress.provider_batch_line
+    assert "1 completed" in progress.provider_batch_line
+    assert "16 completed" in progress.provider_batch_line
 
 
 def test_a_batched_run_needs_an_endpoint_with_a_batch_api(server):
@@ -217,13 +232,25 @@ def test_grade_batch_on_the_command_line_waits_for_the_provider_and_retries_live
     grader(server)
     out = io.StringIO()
     with django_capture_on_commit_callbacks(execute=True):
-        call_command("grade", "--name", "cli", "--grader", "batcher", "--responses-from", source.name, "--batch",
-                     "--wait", stdout=out, stderr=out)  # fmt: skip
+        call_command(
+            "grade",
+            "--name",
+            "cli",
+            "--grader",
+            "batcher",
+            "--responses-from",
+            source.name,
+            "--batch",
+            "--wait",
+            stdout=out,
+            stderr=out,
+        )
     text = out.getvalue()
     assert "Through the provider's Batch API: grading at 50% off" in text
     assert "provider batches: 1 completed; requests 4 completed, 2 failed of 6" in text
     run = Run.objects.get(name="cli")
-    assert run.batch and Grade.objects.filter(run=run, status=Grade.Status.FAILED).count() == 2
+    assert run.batch
+    assert Grade.objects.filter(run=run, status=Grade.Status.FAILED).count() == 2
     with django_capture_on_commit_callbacks(execute=True):
         call_command("grade", "--resume", "cli", "--retry-failed", "--live", "--wait", stdout=out, stderr=out)
     assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == 6
@@ -237,13 +264,18 @@ def test_the_api_launches_a_batched_run_and_shows_its_provider_batches(server, c
     source = imported_run(conversations=1, samples=1, n_criteria=2)
     grader(server)
     client.force_login(person("rita", Physician.Role.RESEARCHER))
-    answer = client.post("/api/runs/", {"name": "api-batched", "grader": "batcher", "responses_from": source.name,
-                                        "batch": True}, content_type="application/json")  # fmt: skip
+    answer = client.post(
+        "/api/runs/",
+        {"name": "api-batched", "grader": "batcher", "responses_from": source.name, "batch": True},
+        content_type="application/json",
+    )
     assert answer.status_code == 201, answer.content
     assert answer.json()["batch"] is True
     run = finish(Run.objects.get(name="api-batched"))
     shown = client.get(f"/api/runs/{run.name}/").json()["progress"]["provider_batches"]
     assert shown["by_status"] == {"completed": 1}
-    assert shown["batches"][0]["id"].startswith("batch_") and shown["batches"][0]["completed"] == 2
+    assert shown["batches"][0]["id"].startswith("batch_")
+    assert shown["batches"][0]["completed"] == 2
     page = client.get(f"/runs/{run.code}/")
-    assert b"Provider batches" in page.content and shown["batches"][0]["id"].encode() in page.content
+    assert b"Provider batches" in page.content
+    assert shown["batches"][0]["id"].encode() in page.content

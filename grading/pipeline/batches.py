@@ -384,25 +384,28 @@ def request_key(grader: CallTarget, prompt_hash: str, prompt: str) -> str:
     if grader.api_style != "chat" or grader.reasoning or grader.structured_output:
         # Only then: the keys of grades stored before these settings existed stay valid.
         how += [grader.api_style, grader.reasoning, grader.reasoning_effort, grader.structured_output]
+    if grader.system_message:
+        how.append(grader.system_message)
     head = json.dumps(how)
     return hashlib.sha256(f"{head}\n{prompt}".encode()).hexdigest()
 
 
 def _requests(run: Run, grader: CallTarget, items: list[Item]) -> tuple[dict[str, str], dict[str, list[Item]]]:
     """The prompt of each distinct request, and the items that ask it."""
-    responses = dict(
-        (rid, (text, cid))
+    responses = {
+        rid: (text, cid)
         for rid, text, cid in Response.objects.filter(id__in={i.response_id for i in items}).values_list(
             "id", "text", "conversation_id"
         )
-    )
+    }
     # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
     messages = cast(
         "dict[int, list]",
         dict(Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")),
     )
     blocks = {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
-    assert run.grader_config is not None  # only runs graded here have batches
+    if run.grader_config is None:  # only runs graded here have batches
+        raise ValueError(f"run {run.pk} has batches but no grader")
     template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
     prompts: dict[str, str] = {}
     groups: dict[str, list[Item]] = {}

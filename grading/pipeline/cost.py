@@ -45,7 +45,6 @@ class Prices:
 def cost_of(prices: Prices, *, prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> Decimal | None:
     if prices.input is None or prices.output is None:
         return None
-    assert prices.input is not None and prices.output is not None
     cached = min(max(0, cached_tokens), prompt_tokens)
     cached_price = prices.input if prices.cached_input is None else prices.cached_input
     dollars = (

@@ -147,7 +147,8 @@ def run_plan(spec: RunSpec) -> Plan:
             plan.units.append((response_id, n, chars))
             plan.cacheable_chars += _cacheable(n, overhead + conversation_chars[response_id])
         return plan
-    assert spec.subset is not None and spec.policy is not None
+    if spec.subset is None or spec.policy is None:
+        raise RunSpecError(["a run samples new responses only with a subset and a policy endpoint"])
     criteria = Criterion.objects.filter(conversation__memberships__subset=spec.subset)
     if spec.subset.only_cluster_criteria:
         criteria = criteria.filter(level=Criterion.Level.CLUSTER)
@@ -265,7 +266,8 @@ class Estimate:
 
 
 def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
-    assert spec.grader is not None
+    if spec.grader is None:
+        raise RunSpecError(["choose a grader endpoint"])
     calls = plan.grades
     prompt_chars = sum(u[2] for u in plan.units)
     prompt_tokens = prompt_chars // CHARS_PER_TOKEN
@@ -273,7 +275,9 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
     reasoning = calls * REASONING_TOKENS if spec.grader.reasoning else 0
     completion_tokens = calls * ANSWER_TOKENS + reasoning
     policy_prompt = plan.policy_prompt_chars // CHARS_PER_TOKEN
-    policy_completion = plan.policy_calls * (spec.policy.max_output_tokens if spec.policy else 0)
+    # With no output limit sent, the bound is unknown: a typical reply's length stands in.
+    policy_limit = (spec.policy.max_output_tokens or SAMPLED_RESPONSE_TOKENS) if spec.policy else 0
+    policy_completion = plan.policy_calls * policy_limit
     return Estimate(
         grader_calls=calls,
         prompt_tokens=prompt_tokens,

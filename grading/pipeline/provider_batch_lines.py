@@ -107,7 +107,7 @@ class Carry:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     cache_write_tokens: int = 0
-    limit: int = 0  # the output limit of its next request; 0: the endpoint's own
+    limit: int = 0  # the output limit of its next request; 0: the endpoint's own (or none)
     answers: int = 0  # readable-or-not answers so far (cut-off ones do not count)
     problem: str = ""
 
@@ -158,7 +158,7 @@ def judge(
     carry: Carry,
     reply: Reply,
     *,
-    base_limit: int,
+    base_limit: int | None,
     format_attempts: int,
     parse: Callable[[str], Any],
     malformed: type[Exception],
@@ -168,13 +168,16 @@ def judge(
     carry = carry.plus(reply)
     limit = carry.limit or base_limit
     if reply.refused:
-        return Settled(carry, error=f"the grader refused: {quote(reply.content)}", kind="grader refused",
-                       raw_output=reply.content)  # fmt: skip
+        return Settled(
+            carry, error=f"the grader refused: {quote(reply.content)}", kind="grader refused", raw_output=reply.content
+        )
     if reply.truncated:
-        if limit == base_limit:
+        if base_limit is not None and limit == base_limit:
             return AskAgain(replace(carry, limit=base_limit * 2))  # once, with room to finish
-        return Settled(carry, error=f"the grader's answer was cut off at {limit} output tokens", kind="cut off",
-                       raw_output=reply.content)  # fmt: skip
+        at = f"{limit} output tokens" if limit is not None else "the model's own output limit"
+        return Settled(
+            carry, error=f"the grader's answer was cut off at {at}", kind="cut off", raw_output=reply.content
+        )
     carry = replace(carry, answers=carry.answers + 1)
     try:
         verdict = parse(reply.content)
@@ -182,6 +185,10 @@ def judge(
         carry = replace(carry, problem=str(exc))
         if carry.answers < format_attempts:
             return AskAgain(carry)
-        return Settled(carry, error=f"unreadable answer {format_attempts} times: {exc}", kind="unreadable",
-                       raw_output=reply.content)  # fmt: skip
+        return Settled(
+            carry,
+            error=f"unreadable answer {format_attempts} times: {exc}",
+            kind="unreadable",
+            raw_output=reply.content,
+        )
     return Settled(carry, verdict=verdict, raw_output=reply.content)

@@ -56,7 +56,7 @@ from grading.pipeline.grader_prompt import MalformedAnswer, parse_answer
 from grading.pipeline.provider_batch_lines import AskAgain, Carry, Line, judge, read_lines, request_line, split_files
 from grading.pipeline.provider_errors import Action, read_error
 from grading.pipeline.replies import NotACompletion, parse_reply
-from grading.pipeline.request_shape import GRADE_SCHEMA, request_body
+from grading.pipeline.request_shape import criterion_request
 from healthbench_web.redact import endpoint_keys, redact
 
 log = logging.getLogger(__name__)
@@ -97,16 +97,8 @@ def _endpoint_url(target: CallTarget) -> str:
 
 
 def _line(target: CallTarget, key: str, prompt: str, carry: Carry) -> bytes:
-    path, body = request_body(
-        api_style=target.api_style,
-        model=target.model,
-        messages=[{"role": "user", "content": prompt}],
-        max_tokens=carry.limit or target.max_tokens,
-        temperature=target.temperature,
-        reasoning=target.reasoning,
-        reasoning_effort=target.reasoning_effort,
-        schema=GRADE_SCHEMA if target.structured_output else None,
-    )
+    """The request exactly as the live call sends it (grading.pipeline.request_shape)."""
+    path, body = criterion_request(target, prompt, max_tokens=carry.limit or None)
     return request_line(key, "/v1" + path, body)
 
 
@@ -190,9 +182,10 @@ def _submit(client: openai.OpenAI, target: CallTarget, run: Run, row: ProviderBa
         )
         uploaded = _control(
             target,
-            lambda: client.files.create(file=(f"healthbench-{row.code}.jsonl", data, "application/jsonl"),
-                                        purpose="batch"),
-        )  # fmt: skip
+            lambda: client.files.create(
+                file=(f"healthbench-{row.code}.jsonl", data, "application/jsonl"), purpose="batch"
+            ),
+        )
         row.input_file_id = uploaded.id
         ProviderBatch.objects.filter(id=row.id).update(input_file_id=row.input_file_id)
     if not row.batch_id and row.create_sent is not None:
@@ -241,8 +234,9 @@ def _poll(client: openai.OpenAI, target: CallTarget, row: ProviderBatch) -> None
     row.error_file_id = found.error_file_id or ""
     row.error = redact("; ".join(e for e in errors if e)[:2000], endpoint_keys())
     row.polled = timezone.now()
-    row.save(update_fields=["status", "total", "completed", "failed", "output_file_id", "error_file_id", "error",
-                            "polled"])  # fmt: skip
+    row.save(
+        update_fields=["status", "total", "completed", "failed", "output_file_id", "error_file_id", "error", "polled"]
+    )
 
 
 def _content(client: openai.OpenAI, target: CallTarget, file_id: str) -> bytes:
@@ -273,8 +267,14 @@ def _outcome_of_line(
         reply = parse_reply(json.dumps(line.body).encode(), api_style=target.api_style, attempts=1)
     except NotACompletion as exc:
         return _spent(carry, met=None, error=f"the endpoint's answer is not a completion: {exc}")
-    step = judge(carry, reply, base_limit=target.max_tokens, format_attempts=format_attempts, parse=parse_answer,
-                 malformed=MalformedAnswer)  # fmt: skip
+    step = judge(
+        carry,
+        reply,
+        base_limit=target.max_tokens,
+        format_attempts=format_attempts,
+        parse=parse_answer,
+        malformed=MalformedAnswer,
+    )
     if isinstance(step, AskAgain):
         return step.carry
     if step.verdict is None:
@@ -333,9 +333,12 @@ def _collect(
             parts = ProviderBatch.objects.filter(run_batch=row.run_batch_id, round=row.round + 1)
             last = parts.aggregate(n=Max("part"))["n"]
             follow_up = ProviderBatch.objects.create(
-                run=run, run_batch_id=row.run_batch_id, round=row.round + 1, part=0 if last is None else last + 1,
+                run=run,
+                run_batch_id=row.run_batch_id,
+                round=row.round + 1,
+                part=0 if last is None else last + 1,
                 requests=again,
-            )  # fmt: skip
+            )
         Grade.objects.bulk_create(grades, ignore_conflicts=True)
         ProviderBatch.objects.filter(id=row.id).update(collected=True)
         if not claim.renew():
@@ -343,8 +346,13 @@ def _collect(
             return False, None
     log.info(
         "run %r: provider batch %s %s: %d grade(s) stored, %d asked again",
-        run.name, row.batch_id, row.status, len(grades), len(again), extra={"run": run.name},
-    )  # fmt: skip
+        run.name,
+        row.batch_id,
+        row.status,
+        len(grades),
+        len(again),
+        extra={"run": run.name},
+    )
     return True, follow_up
 
 

@@ -130,6 +130,7 @@ SNAPSHOT_FIELDS = {
     "reasoning_effort": "reasoning_effort",
     "temperature": "temperature",
     "max_tokens": "max_output_tokens",
+    "system_message": "system_message",
     "structured_output": "structured_output",
     "timeout_seconds": "timeout_seconds",
     "price_input": "price_input",
@@ -200,7 +201,8 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
     """Create the run and its batches and queue them; raises RunSpecError, or QueueUnavailable
     (before anything is stored) when the broker is down."""
     spec_check(spec)
-    assert spec.grader is not None  # spec_check refuses a spec without one
+    if spec.grader is None:  # spec_check refuses a spec without one; this tells mypy
+        raise RunSpecError(["choose a grader endpoint"])
     plan = plan or run_plan(spec)
     if plan.grades == 0:
         raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
@@ -237,9 +239,13 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
         run.name,
         run.total_items,
         len(batch_ids),
-        extra={"run": run.name, "grader": run.grader_config.model if run.grader_config else "",
-               "policy": run.policy_model, "sampling": spec.policy is not None},
-    )  # fmt: skip
+        extra={
+            "run": run.name,
+            "grader": run.grader_config.model if run.grader_config else "",
+            "policy": run.policy_model,
+            "sampling": spec.policy is not None,
+        },
+    )
     return run
 
 
@@ -263,8 +269,9 @@ def provider_batches_cancel_queue(*, run_ids: list[int]) -> None:
     """Cancel the open provider batches of runs that stopped, from a worker, once the
     transaction commits (the provider is not called inside a web request). A message lost
     with its worker is caught by the sweep."""
-    run_ids = list(ProviderBatch.objects.filter(run_id__in=run_ids, collected=False).values_list("run_id", flat=True)
-                   .distinct())  # fmt: skip
+    run_ids = list(
+        ProviderBatch.objects.filter(run_id__in=run_ids, collected=False).values_list("run_id", flat=True).distinct()
+    )
     if not run_ids or CANCEL_PROVIDER_BATCHES_TASK not in celery_app.tasks:
         return
     task = celery_app.tasks[CANCEL_PROVIDER_BATCHES_TASK]

@@ -33,9 +33,13 @@ def grade_batch(batch_id: int) -> str:
 
 
 @shared_task(
-    name=CANCEL_PROVIDER_BATCHES_TASK, acks_late=True, ignore_result=True, autoretry_for=(Exception,),
-    retry_backoff=True, max_retries=5,
-)  # fmt: skip
+    name=CANCEL_PROVIDER_BATCHES_TASK,
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=5,
+)
 def cancel_provider_batches(run_id: int) -> int:
     """Cancel a stopped run's open batches at the provider (grading.pipeline.provider_batches)."""
     return provider_batches_cancel(run_id=run_id)

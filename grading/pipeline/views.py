@@ -31,6 +31,7 @@ from grading.pipeline.estimate import (
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template
 from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
+from grading.reports.grader_marks import grader_mark
 from healthbench_web.throttles import launch_refusal
 
 RUNS_PER_PAGE = 50
@@ -58,27 +59,32 @@ class RunForm(forms.Form):
     samples = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Samples per conversation")
 
     grader = forms.ModelChoiceField(
-        Endpoint.objects.order_by("name"), to_field_name="name", label="Grader endpoint",
+        Endpoint.objects.order_by("name"),
+        to_field_name="name",
+        label="Grader endpoint",
         help_text="Endpoints are set up by curators (model, URL, key, prices, limits).",
-    )  # fmt: skip
+    )
     grader_template = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 6}), required=False,
+        widget=forms.Textarea(attrs={"rows": 6}),
+        required=False,
         # Form help text is not escaped: the placeholders would read as HTML tags.
         help_text=escape("Empty for ours; otherwise a template with <<conversation>> and <<rubric_item>>"),
-    )  # fmt: skip
+    )
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=16)
     use_cache = forms.BooleanField(required=False, initial=True, label="Reuse grades of identical earlier requests")
     length_adjusted = forms.BooleanField(
-        required=False, label="Report length-adjusted scores",
+        required=False,
+        label="Report length-adjusted scores",
         help_text="HealthBench Professional's adjustment: 0.0147 off per 500 characters beyond 2,000",
-    )  # fmt: skip
+    )
     healthbench_professional = forms.BooleanField(
         required=False, label="HealthBench Professional run", help_text="Scores with the length adjustment"
     )
     batch = forms.BooleanField(
-        required=False, label="Grade through the provider's Batch API",
+        required=False,
+        label="Grade through the provider's Batch API",
         help_text="At the endpoint's batch discount; the provider answers within 24 hours",
-    )  # fmt: skip
+    )
 
     GROUPS = [
         ("What to grade", ["name", "source", "responses_from", "subset", "policy", "samples"]),
@@ -224,6 +230,7 @@ def run_detail(request: HtmxHttpRequest, code) -> HttpResponse:
     context = {"run": run, "progress": run_progress(run=run)}
     if request.htmx:
         return render(request, "runs/run_detail.html#progress", context)
+    context["grader_mark"] = grader_mark(run)
     return render(request, "runs/run_detail.html", context)
 
 

@@ -34,10 +34,21 @@ STALL_HINT_SECONDS = 30.0
 
 # Options of the command before endpoints: given, they stop it with what to do instead.
 RAW_OPTIONS = (
-    "grader_model", "grader_base_url", "grader_api_key_env", "grader_temperature", "grader_max_tokens",
-    "grader_timeout", "grader_rpm", "grader_tpm", "policy_model", "policy_base_url", "policy_api_key_env",
-    "policy_temperature", "policy_max_tokens", "policy_timeout",
-)  # fmt: skip
+    "grader_model",
+    "grader_base_url",
+    "grader_api_key_env",
+    "grader_temperature",
+    "grader_max_tokens",
+    "grader_timeout",
+    "grader_rpm",
+    "grader_tpm",
+    "policy_model",
+    "policy_base_url",
+    "policy_api_key_env",
+    "policy_temperature",
+    "policy_max_tokens",
+    "policy_timeout",
+)
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("grading", "0008_response_refusal_truncation_cache_writes"),
+        ("grading", "0009_endpoint_system_message_grader_templates"),
     ]
 
     operations = [
