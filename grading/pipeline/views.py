@@ -19,7 +19,7 @@ from annotation.access import require_role
 from annotation.models import Subset
 from grading.access import READERS, get_run_for_reader
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE, endpoint_problems, raw_endpoint_fields
-from grading.models import Endpoint, Run
+from grading.models import Endpoint, GraderTemplate, Run
 from grading.pipeline.estimate import (
     MAX_CONCURRENCY,
     RunSpec,
@@ -70,6 +70,14 @@ class RunForm(forms.Form):
         # Form help text is not escaped: the placeholders would read as HTML tags.
         help_text=escape("Empty for ours; otherwise a template with <<conversation>> and <<rubric_item>>"),
     )
+    stored_template = forms.ModelChoiceField(
+        GraderTemplate.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        label="Stored grader template",
+        help_text="Instead of the text above: a template stored with grader_template import (the reference's "
+        "is read from your own copy of simple-evals).",
+    )
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=16)
     use_cache = forms.BooleanField(required=False, initial=True, label="Reuse grades of identical earlier requests")
     length_adjusted = forms.BooleanField(
@@ -88,7 +96,7 @@ class RunForm(forms.Form):
 
     GROUPS = [
         ("What to grade", ["name", "source", "responses_from", "subset", "policy", "samples"]),
-        ("Grader", ["grader", "grader_template"]),
+        ("Grader", ["grader", "grader_template", "stored_template"]),
         ("Run", ["concurrency", "use_cache", "batch", "length_adjusted", "healthbench_professional"]),
     ]
 
@@ -132,6 +140,8 @@ class RunForm(forms.Form):
             data.get("source") == "responses" and not data.get("responses_from") and "responses_from" not in self.errors
         ):
             self.add_error("responses_from", "Choose the run whose responses to grade.")
+        if data.get("stored_template") and data.get("grader_template"):
+            self.add_error("stored_template", "Give a template's text or choose a stored one, not both.")
         for field in ("grader", "policy"):
             endpoint = data.get(field)
             if endpoint is not None and (field == "grader" or data.get("source") == "sample"):
@@ -160,7 +170,11 @@ class RunForm(forms.Form):
         return RunSpec(
             name=data["name"],
             grader=data["grader"],
-            template=data["grader_template"].replace("\r\n", "\n") or DEFAULT_TEMPLATE,
+            template=(
+                data["stored_template"].text
+                if data.get("stored_template")
+                else data["grader_template"].replace("\r\n", "\n") or DEFAULT_TEMPLATE
+            ),
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
             length_adjusted=data["length_adjusted"],

@@ -22,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Subset
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE
-from grading.models import Endpoint, Run
+from grading.models import Endpoint, GraderTemplate, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
 from grading.pipeline.progress import run_progress
@@ -62,8 +62,12 @@ class Command(BaseCommand):
 
         grader = parser.add_argument_group("grader")
         grader.add_argument("--grader", metavar="ENDPOINT", help="the grader endpoint, by name")
-        grader.add_argument(
+        template = grader.add_mutually_exclusive_group()
+        template.add_argument(
             "--grader-template", metavar="FILE", help="a template with <<conversation>> and <<rubric_item>>"
+        )
+        template.add_argument(
+            "--template", metavar="NAME", help="a stored grader template (grader_template import, grader_template list)"
         )
 
         source = parser.add_argument_group("what to grade")
@@ -157,6 +161,12 @@ class Command(BaseCommand):
             template = load_template(options["grader_template"]) if options["grader_template"] else DEFAULT_TEMPLATE
         except TemplateError as exc:
             raise CommandError(str(exc)) from None
+        if options["template"]:
+            stored = GraderTemplate.objects.filter(name=options["template"]).first()
+            if stored is None:
+                names = ", ".join(GraderTemplate.objects.values_list("name", flat=True)[:20]) or "none yet"
+                raise CommandError(f"no grader template named {options['template']!r} (stored: {names})")
+            template = stored.text
         responses_from = self._run(options["responses_from"]) if options["responses_from"] else None
         subset = None
         if options["subset"]:
