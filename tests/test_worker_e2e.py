@@ -143,7 +143,8 @@ def test_a_killed_worker_loses_and_doubles_nothing(llm_server, tmp_path):
     assert not grades.values("response", "position").annotate(n=Count("id")).filter(n__gt=1).exists()
     assert not grades.filter(status=Grade.Status.FAILED).exists()
     assert {"500", "429", "malformed", "slow", "reset"} <= set(llm_server.faults_served)
-    assert run_report(run=run).data == run_report(run=source).data
+    # The same numbers; only the regrade knows its grader.
+    assert run_report(run=run).data | {"grader": None} == run_report(run=source).data
 
 
 def _take_off(queue: str) -> list[int]:

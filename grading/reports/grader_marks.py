@@ -45,3 +45,43 @@ def grader_mark(run: Run) -> dict[str, Any] | None:
         return None
     verdict = grader_verdict(config_settings(config), prompt_hash=config.prompt_hash)
     return {"model": config.model, "label": verdict.label, "prompt_label": verdict.prompt_label} | verdict.as_dict()
+
+
+def _describe(config: GraderConfig) -> str:
+    settings = config_settings(config)
+    shown = [config.model, "Responses" if config.api_style == "responses" else "Chat Completions"]
+    if config.reasoning:
+        shown.append(f"effort {config.reasoning_effort or 'default'}")
+    elif settings["temperature"] is not None:
+        shown.append(f"temperature {settings['temperature']:g}")
+    if config.structured_output:
+        shown.append("JSON schema")
+    return ", ".join(shown)
+
+
+def grader_warnings(run_a: Run, run_b: Run) -> list[str]:
+    """What the compare page warns about: the two runs were graded differently, so a
+    difference between them may be the graders', not the responses'."""
+    a, b = run_a.grader_config, run_b.grader_config
+    if a is None and b is None:
+        return []
+    if a is None or b is None:
+        imported = run_a if a is None else run_b
+        return [
+            f"{imported.name} was imported: its grader and grader prompt are not known here, so part of the "
+            "difference may come from the graders."
+        ]
+    warnings = []
+    if config_settings(a) != config_settings(b):
+        warnings.append(
+            f"The runs used different graders ({run_a.name}: {_describe(a)}; {run_b.name}: {_describe(b)}): "
+            "part of the difference may come from the graders."
+        )
+    if a.prompt_hash != b.prompt_hash:
+        label_a = grader_verdict(config_settings(a), prompt_hash=a.prompt_hash).prompt_label
+        label_b = grader_verdict(config_settings(b), prompt_hash=b.prompt_hash).prompt_label
+        warnings.append(
+            f"The runs used different grader prompts ({run_a.name}: {label_a} {a.prompt_hash[:12]}; "
+            f"{run_b.name}: {label_b} {b.prompt_hash[:12]})."
+        )
+    return warnings
