@@ -100,6 +100,20 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     return value
 
 
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    NAMES_READ.add(name)
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if value != value or (minimum is not None and value < minimum):  # NaN, or too small
+        raise ImproperlyConfigured(f"{name}={raw!r} is below the minimum of {minimum} or not a number")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     NAMES_READ.add(name)
     raw = os.environ.get(name)

@@ -54,6 +54,9 @@ one of ``429`` (with Retry-After), ``quota`` (429 ``insufficient_quota``), ``too
 (about 300 tokens of musing before the verdict, so a smaller output limit cuts it off) and
 ``reset`` (closes the connection without an answer).
 
+The Files and Batch API (``/v1/files``, ``/v1/batches``) is tests.llm_batch_desk, reached as
+``server.batches``: its batches answer each line by these same rules.
+
 Standalone, for trying the command line against it (README, "Grade your model on
 HealthBench"): ``python -m tests.llm_server [--port N] [--api-key KEY]`` serves on 127.0.0.1
 until interrupted and prints its base URL.
@@ -67,11 +70,13 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.llm_batch_desk import BatchDesk
 from tests.llm_shapes import (
     REFUSAL,
     api_error,
@@ -170,6 +175,7 @@ class LLMServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.httpd: ThreadingHTTPServer | None = None
+        self.batches = BatchDesk(self._batch_line)
 
     # --- controls -------------------------------------------------------------------------
 
@@ -290,14 +296,21 @@ class LLMServer:
             return unsupported("reasoning_effort")
         return None
 
-    def answer(self, body: dict, path: str = "/v1/chat/completions") -> tuple[int, dict, dict]:
+    def _batch_line(self, path: str, body: dict, authorization: str) -> tuple[int, dict, dict]:
+        """One line of a provider batch, answered as the live endpoint would, without its latency."""
+        refusal = self.check_request(path, body, authorization)
+        if refusal is not None:
+            return refusal
+        return self.answer(body, path, wait=False)
+
+    def answer(self, body: dict, path: str = "/v1/chat/completions", *, wait: bool = True) -> tuple[int, dict, dict]:
         """(status, extra headers, JSON body) for one request; may sleep."""
         responses = path == "/v1/responses"
         messages = responses_messages(body) if responses else body.get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
         model = str(body.get("model", ""))
         fault = self._fault_for(prompt, hashlib.sha256(f"{model}\n{prompt}".encode()).hexdigest())
-        if self.latency:
+        if self.latency and wait:
             time.sleep(self.latency)
         if fault == "429":
             _, _, error = api_error(429, "Rate limit reached for requests", kind="requests", code="rate_limit_exceeded")
@@ -491,10 +504,59 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args) -> None:  # `format`: the base class's name
         pass
 
+    def _refused_key(self) -> bool:
+        """The files and batches routes check the key as the others do."""
+        owner, authorization = self.owner, self.headers.get("Authorization", "")
+        if owner.api_key is None or authorization == f"Bearer {owner.api_key}":
+            return False
+        self._send(*api_error(401, "Incorrect API key provided.", code="invalid_api_key"))
+        return True
+
+    def do_GET(self) -> None:
+        path, _, query = self.path.partition("?")
+        path = path.rstrip("/")
+        if self._refused_key():
+            return None
+        desk = self.owner.batches
+        parts = path.split("/")
+        if path.startswith("/v1/files/") and path.endswith("/content") and len(parts) == 5:
+            return self._send(*desk.content(parts[3]))
+        if path.startswith("/v1/files/") and len(parts) == 4:
+            return self._send(*desk.file(parts[3]))
+        if path == "/v1/batches":
+            return self._send(*desk.listing(dict(urllib.parse.parse_qsl(query))))
+        if path.startswith("/v1/batches/") and len(parts) == 4:
+            return self._send(*desk.retrieve(parts[3]))
+        return self._send(404, {}, {"error": {"message": f"no route {self.path}"}})
+
+    def _batch_routes(self, path: str, raw: bytes) -> bool:
+        desk = self.owner.batches
+        parts = path.split("/")
+        if path == "/v1/files":
+            if not self._refused_key():
+                self._send(*desk.upload(self.headers.get("Content-Type", ""), raw))
+            return True
+        if path == "/v1/batches" or (path.startswith("/v1/batches/") and path.endswith("/cancel") and len(parts) == 5):
+            if self._refused_key():
+                return True
+            if path.endswith("/cancel"):
+                self._send(*desk.cancel_batch(parts[3]))
+                return True
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                self._send(*api_error(400, "We could not parse the JSON body of your request."))
+                return True
+            self._send(*desk.create(body, self.headers.get("Authorization", "")))
+            return True
+        return False
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         path = self.path.rstrip("/")
+        if self.owner.redirect_to is None and self._batch_routes(path, raw):
+            return None
         if self.owner.redirect_to is not None:
             with self.owner.lock:
                 self.owner.calls += 1
@@ -526,11 +588,12 @@ class _Handler(BaseHTTPRequestHandler):
             payload = self.owner.error_body(status, payload, path, str(body.get("model")))
         self._send(status, headers, payload)
 
-    def _send(self, status: int, headers: dict, payload: dict) -> None:
-        data = json.dumps(payload).encode()
+    def _send(self, status: int, headers: dict, payload: dict | bytes) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        kind = "application/octet-stream" if isinstance(payload, bytes) else "application/json"
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)

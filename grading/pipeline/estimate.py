@@ -47,6 +47,8 @@ class RunSpec:
     # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
     length_adjusted: bool = False
     healthbench_professional: bool = False
+    # Graded through the provider's Batch API (grading.pipeline.provider_batches), at its prices.
+    batch: bool = False
 
 
 def run_concurrency(spec: RunSpec) -> int:
@@ -72,6 +74,10 @@ def spec_check(spec: RunSpec) -> None:
         problems.append("choose a grader endpoint (curators add them on the Endpoints page)")
     else:
         problems += [f"grader endpoint {spec.grader.name}: {p}" for p in _endpoint_problems(spec.grader)]
+        if spec.batch and spec.grader.batch_discount is None:
+            problems.append(
+                f"grader endpoint {spec.grader.name} offers no Batch API (curators set its batch discount to offer one)"
+            )
     try:
         check_template(spec.template)
     except TemplateError as exc:
@@ -188,6 +194,7 @@ class Estimate:
     policy_endpoint: str = ""
     concurrency: int = 0
     concurrency_asked: int = 0
+    batch_discount: Decimal | None = None  # set for a batched run: the share off the grader's prices
 
     @property
     def cost(self) -> Decimal | None:
@@ -223,6 +230,11 @@ class Estimate:
             f"Assumed: the provider's prompt cache serves {self.cached_share:.0%} of the grader's prompt tokens "
             f"(each response's shared prompt prefix after its first criterion, when {CACHE_MIN_TOKENS:,}+ tokens)."
         )
+        if self.batch_discount is not None:
+            out.append(
+                f"Through the provider's Batch API: grading at {self.batch_discount:.0%} off the grader's prices, "
+                "results within 24 hours."
+            )
         out.append(self.cost_line())
         if self.concurrency and self.concurrency < self.concurrency_asked:
             out.append(f"Concurrency capped at {self.concurrency} by the endpoint's limit.")
@@ -278,7 +290,7 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
         cached_share=cached_share,
         reasoning_tokens=reasoning,
         grader_cost=cost_of(
-            Prices.of(spec.grader),
+            Prices.of(spec.grader).batched(spec.grader.batch_discount if spec.batch else None),
             prompt_tokens=prompt_tokens,
             cached_tokens=int(prompt_tokens * cached_share),
             completion_tokens=completion_tokens,
@@ -292,4 +304,5 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
         policy_endpoint=spec.policy.name if spec.policy else "",
         concurrency=run_concurrency(spec),
         concurrency_asked=spec.concurrency,
+        batch_discount=spec.grader.batch_discount if spec.batch else None,
     )

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from annotation.services.subset_versions import subset_version_freeze
 from grading.endpoint_rules import endpoint_problems
-from grading.models import Endpoint, Grade, GraderConfig, Run, RunBatch, SampleFailure
+from grading.models import Endpoint, Grade, GraderConfig, ProviderBatch, Run, RunBatch, SampleFailure
 from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
 from healthbench_web.celery import app as celery_app
@@ -34,6 +34,7 @@ from healthbench_web.redact import endpoint_keys, redact
 # the move, so that messages queued by an older release still reach it).
 GRADE_BATCH_TASK = "grading.tasks.grade_batch"
 WARM_REPORT_TASK = "grading.tasks.warm_report"
+CANCEL_PROVIDER_BATCHES_TASK = "grading.tasks.cancel_provider_batches"
 
 MAX_BATCH_FAILURES = 5  # claims of one batch that ended without finishing: then it is given up
 OPEN = (RunBatch.Status.QUEUED, RunBatch.Status.RUNNING)
@@ -136,6 +137,7 @@ SNAPSHOT_FIELDS = {
     "price_input": "price_input",
     "price_cached_input": "price_cached_input",
     "price_output": "price_output",
+    "batch_discount": "batch_discount",
     "requests_per_minute": "requests_per_minute",
     "tokens_per_minute": "tokens_per_minute",
 }
@@ -159,10 +161,16 @@ def endpoint_snapshot(*, endpoint: Endpoint, template: str) -> GraderConfig:
     return config
 
 
+def _unit_size(run: Run, remaining: int) -> int:
+    # A batched run's unit waits on the provider, not on a worker's slots: fewer, larger
+    # ones, each sent as one or more provider batches.
+    return settings.GRADING_BATCHED_RUN_UNIT if run.batch else batch_size_for(run.concurrency, remaining)
+
+
 def _batches(run: Run, plan: Plan) -> list[RunBatch]:
     now = timezone.now()
     remaining = plan.grades
-    target = batch_size_for(run.concurrency, remaining)
+    target = _unit_size(run, remaining)
     batches: list[RunBatch] = []
     ids: list[int] = []
     items = 0
@@ -172,7 +180,7 @@ def _batches(run: Run, plan: Plan) -> list[RunBatch]:
         if items >= target:
             batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
             remaining -= items
-            target = batch_size_for(run.concurrency, remaining)
+            target = _unit_size(run, remaining)
             ids, items = [], 0
     if ids:
         batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
@@ -212,6 +220,7 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 use_cache=spec.use_cache,
                 length_adjusted=spec.length_adjusted,
                 healthbench_professional=spec.healthbench_professional,
+                batch=spec.batch,
                 responses_from=spec.responses_from,
                 subset=spec.subset,
                 # Every run names the exact members and rubrics it graded.
@@ -252,8 +261,31 @@ def run_cancel(*, run: Run) -> bool:
         RunBatch.objects.filter(run=run, status__in=OPEN).update(
             status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
         )
+        provider_batches_cancel_queue(run_ids=[run.id])
     log.info("run %r cancelled", run.name, extra={"run": run.name, "status": Run.Status.CANCELLED})
     return True
+
+
+def provider_batches_cancel_queue(*, run_ids: list[int]) -> None:
+    """Cancel the open provider batches of runs that stopped, from a worker, once the
+    transaction commits (the provider is not called inside a web request). A message lost
+    with its worker is caught by the sweep."""
+    run_ids = list(
+        ProviderBatch.objects.filter(run_id__in=run_ids, collected=False).values_list("run_id", flat=True).distinct()
+    )
+    if not run_ids or CANCEL_PROVIDER_BATCHES_TASK not in celery_app.tasks:
+        return
+    task = celery_app.tasks[CANCEL_PROVIDER_BATCHES_TASK]
+
+    def send() -> None:
+        for run_id in run_ids:
+            try:
+                task.apply_async((run_id,))
+            except Exception as exc:  # the sweep sends it again
+                log.error("could not queue the cancel of run %d's provider batches: %s", run_id, exc)
+                return
+
+    transaction.on_commit(send)
 
 
 def run_fail(*, run_id: int, error: str) -> None:
@@ -268,6 +300,8 @@ def run_fail(*, run_id: int, error: str) -> None:
         RunBatch.objects.filter(run_id=run_id, status__in=OPEN).update(
             status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
         )
+        if failed:
+            provider_batches_cancel_queue(run_ids=[run_id])
     if failed:
         name = Run.objects.values_list("name", flat=True).get(id=run_id)
         log.error("run %r failed: %s", name, error, extra={"run": name, "status": Run.Status.FAILED})
@@ -389,11 +423,13 @@ def resume_check(*, run: Run) -> None:
         raise RunSpecError([*problems, "nothing was queued: a curator fixes the endpoint, then resume again"])
 
 
-def run_resume(*, run: Run, retry_failed: bool = False) -> int:
+def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None) -> int:
     """Queue again only the batches that miss grades, and are not being worked on now.
 
-    With `retry_failed`, failed grades are deleted first and so graded again. Returns the
-    number of batches queued; 0 means the run is complete (it is then marked done)."""
+    With `retry_failed`, failed grades are deleted first and so graded again. A batched run
+    retries them in new provider batches, or by live calls with `live` (then its batches
+    queued here are graded live from now on; `live=False` turns them back to batches).
+    Returns the number of batches queued; 0 means the run is complete (it is then marked done)."""
     if run.grader_config_id is None:
         raise RunSpecError([f"run {run.name!r} was imported, not graded here: nothing to resume"])
     resume_check(run=run)
@@ -404,16 +440,18 @@ def run_resume(*, run: Run, retry_failed: bool = False) -> int:
             Grade.objects.filter(run=run, status=Grade.Status.FAILED).delete()
             SampleFailure.objects.filter(run=run).delete()
         have = _grades_per_batch(run)
-        live = Q(status=RunBatch.Status.RUNNING, lease_until__gte=now)
+        leased = Q(status=RunBatch.Status.RUNNING, lease_until__gte=now)
         again = [
             batch_id
-            for batch_id, items in run.batches.exclude(live).values_list("id", "items")
+            for batch_id, items in run.batches.exclude(leased).values_list("id", "items")
             if have.get(batch_id, 0) < items
         ]
         RunBatch.objects.filter(id__in=again).update(
             status=RunBatch.Status.QUEUED, lease_until=None, touched=now, failures=0, error=""
         )
-        if again or run.batches.filter(live).exists():
+        if run.batch and live is not None:
+            RunBatch.objects.filter(id__in=again).update(live=live)
+        if again or run.batches.filter(leased).exists():
             Run.objects.filter(id=run.id).update(
                 status=Run.Status.RUNNING, finished=None, error="", report_version=_next_version()
             )
@@ -441,6 +479,8 @@ def runs_sweep() -> list[int]:
       (the filesystem broker drops the messages a killed worker held): they are sent again,
       once per stall period. Workers busy with anything keep touching their batches, so a
       long queue is not taken for lost. A duplicate message is harmless: its claim fails.
+    * A batched run's queued batch untouched for longer than a poll and four leases lost its
+      poll message: sent again.
     """
     now = timezone.now()
     queued: list[int] = []
@@ -460,6 +500,16 @@ def runs_sweep() -> list[int]:
                 run_finish_if_complete(run_id=run_id)
         elif still.update(status=RunBatch.Status.QUEUED, failures=F("failures") + 1, lease_until=None, touched=now):
             queued.append(batch_id)
+    # A batched run's waiting batch is touched at every poll: one untouched for longer than a
+    # poll and a few leases lost its message with its worker (an ETA message the filesystem
+    # broker drops), while other batches keep the run from looking stalled.
+    quiet = now - timedelta(seconds=settings.GRADING_BATCH_POLL_SECONDS + 4 * settings.GRADING_LEASE_SECONDS)
+    waiting = RunBatch.objects.filter(
+        status=RunBatch.Status.QUEUED, run__status=Run.Status.RUNNING, run__batch=True, live=False, touched__lt=quiet
+    )
+    for batch_id in list(waiting.values_list("id", flat=True)):
+        if RunBatch.objects.filter(id=batch_id, status=RunBatch.Status.QUEUED, touched__lt=quiet).update(touched=now):
+            queued.append(batch_id)
     stall = now - timedelta(seconds=4 * settings.GRADING_LEASE_SECONDS)
     if not RunBatch.objects.filter(touched__gte=stall).exists():
         stalled = RunBatch.objects.filter(status=RunBatch.Status.QUEUED, run__status=Run.Status.RUNNING)
@@ -470,4 +520,16 @@ def runs_sweep() -> list[int]:
                 queued.append(batch_id)
     with transaction.atomic():
         batches_queue(queued)
+        provider_batches_cancel_queue(run_ids=_runs_with_batches_to_cancel())
     return queued
+
+
+def _runs_with_batches_to_cancel() -> list[int]:
+    """Runs that stopped with provider batches still open and never cancelled."""
+    return list(
+        ProviderBatch.objects.filter(collected=False, cancel_sent__isnull=True)
+        .exclude(status__in=ProviderBatch.ENDED)
+        .exclude(run__status=Run.Status.RUNNING)
+        .values_list("run_id", flat=True)
+        .distinct()
+    )

@@ -30,7 +30,7 @@ from grading.pipeline.estimate import (
 )
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch
+from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
 from grading.reports.grader_marks import grader_mark
 from healthbench_web.throttles import launch_refusal
 
@@ -88,11 +88,16 @@ class RunForm(forms.Form):
     healthbench_professional = forms.BooleanField(
         required=False, label="HealthBench Professional run", help_text="Scores with the length adjustment"
     )
+    batch = forms.BooleanField(
+        required=False,
+        label="Grade through the provider's Batch API",
+        help_text="At the endpoint's batch discount; the provider answers within 24 hours",
+    )
 
     GROUPS = [
         ("What to grade", ["name", "source", "responses_from", "subset", "policy", "samples"]),
         ("Grader", ["grader", "grader_template", "stored_template"]),
-        ("Run", ["concurrency", "use_cache", "length_adjusted", "healthbench_professional"]),
+        ("Run", ["concurrency", "use_cache", "batch", "length_adjusted", "healthbench_professional"]),
     ]
 
     # Fields that apply to one source only: the page hides the others while that source is chosen.
@@ -178,6 +183,7 @@ class RunForm(forms.Form):
             subset=data["subset"] if sampled else None,
             policy=data["policy"] if sampled else None,
             samples=data["samples"],
+            batch=data["batch"],
         )
 
 
@@ -250,4 +256,26 @@ def run_cancel_view(request: HtmxHttpRequest, code) -> HttpResponse:
         messages.success(request, f"Cancelled {run.name}. Grades stored so far are kept.")
     else:
         messages.error(request, f"{run.name} is {run.status}: there is nothing to cancel.")
+    return redirect("run_detail", code=run.code)
+
+
+@require_POST
+@login_required
+def run_retry_view(request: HtmxHttpRequest, code) -> HttpResponse:
+    """Grade an ended run's failed grades again: a batched run's in a new provider batch, or
+    live (the button the researcher pressed)."""
+    run = get_run_for_reader(request, code)
+    live = request.POST.get("how") == "live"
+    if run.is_active or run.grader_config_id is None:
+        messages.error(request, f"{run.name} is {run.status}: only an ended run graded here can be retried.")
+        return redirect("run_detail", code=run.code)
+    try:
+        queued = run_resume(run=run, retry_failed=True, live=live if run.batch else None)
+    except (RunSpecError, QueueUnavailable) as exc:
+        messages.error(request, str(exc))
+        return redirect("run_detail", code=run.code)
+    how = " by live calls" if run.batch and live else " in a new provider batch" if run.batch else ""
+    messages.success(
+        request, f"Retrying the failed grades of {run.name}{how}." if queued else f"{run.name} is complete."
+    )
     return redirect("run_detail", code=run.code)

@@ -2,13 +2,17 @@
 
     grade --name NAME --grader ENDPOINT [--concurrency N]
           (--responses-from RUN | --policy ENDPOINT --samples K --subset S)
-          [--wait] [--no-cache] [--estimate-only]
-    grade --resume NAME [--retry-failed] [--wait]
+          [--batch] [--wait] [--no-cache] [--estimate-only]
+    grade --resume NAME [--retry-failed [--live | --as-batch]] [--wait]
     grade --cancel NAME
 
 Workers do the work (celery -A healthbench_web worker); this command queues it, after
 printing an estimate of the calls, tokens and cost. Graders and policy models are curated
 endpoints, named here; their URLs and key variables are not options of this command.
+
+With --batch the grader's requests go through the provider's Batch API (at its discount,
+answers within 24 hours); a batched run's failed or expired requests are retried with
+--resume NAME --retry-failed, in a new provider batch, or by live calls with --live.
 """
 
 import argparse
@@ -93,7 +97,19 @@ class Command(BaseCommand):
             "--professional", action="store_true", help="mark the run HealthBench Professional (length-adjusted)"
         )
         parser.add_argument("--estimate-only", action="store_true", help="print the estimate and stop")
+        parser.add_argument(
+            "--batch", action="store_true", help="grade through the provider's Batch API (cheaper, within 24 hours)"
+        )
         parser.add_argument("--retry-failed", action="store_true", help="with --resume: grade failed grades again")
+        how = parser.add_mutually_exclusive_group()
+        how.add_argument(
+            "--live", action="store_true", help="with --retry-failed, for a batched run: retry by live calls"
+        )
+        how.add_argument(
+            "--as-batch",
+            action="store_true",
+            help="with --retry-failed, for a batched run: retry in a new provider batch (the default)",
+        )
         parser.add_argument("--wait", action="store_true", help="print progress until the run ends")
 
     def handle(self, *args, **options) -> None:
@@ -116,7 +132,10 @@ class Command(BaseCommand):
         if options["resume"]:
             run = self._run(options["resume"])
             try:
-                queued = run_resume(run=run, retry_failed=options["retry_failed"])
+                if (options["live"] or options["as_batch"]) and not (options["retry_failed"] and run.batch):
+                    raise CommandError("--live and --as-batch go with --retry-failed, for a batched run")
+                live = True if options["live"] else False if options["as_batch"] else None
+                queued = run_resume(run=run, retry_failed=options["retry_failed"], live=live)
             except RunSpecError as exc:
                 raise CommandError("\n".join(exc.problems)) from None
             except QueueUnavailable as exc:
@@ -170,6 +189,7 @@ class Command(BaseCommand):
             samples=options["samples"],
             length_adjusted=options["length_adjusted"],
             healthbench_professional=options["professional"],
+            batch=options["batch"],
         )
 
     def _endpoint_names(self) -> str:
