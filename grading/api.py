@@ -17,12 +17,12 @@ from grading.api_filters import GradeFilter, RunFilter
 from grading.api_serializers import MetaEvalReportSerializer, RunReportSerializer
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE, raw_endpoint_fields
 from grading.metaeval.report import run_meta_eval_report_cached
-from grading.models import Endpoint, Grade, Run
+from grading.models import Endpoint, ExplanationLength, Grade, GradingMode, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
 from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch
-from grading.reports.report import run_report_data_cached
+from grading.reports.report import run_report_document
 from healthbench_web.api_permissions import ReadersOnly, ResearchersWrite
 from healthbench_web.throttles import RunLaunchThrottle
 
@@ -60,6 +60,9 @@ class RunSerializer(serializers.ModelSerializer):
         slug_field="name", read_only=True, allow_null=True
     )
     progress = serializers.SerializerMethodField()
+    # Null for an imported run, which records no mode.
+    grading_mode = serializers.CharField(source="grader_config.grading_mode", default=None, read_only=True)
+    explanation_length = serializers.CharField(source="grader_config.explanation_length", default=None, read_only=True)
 
     class Meta:
         model = Run
@@ -67,7 +70,7 @@ class RunSerializer(serializers.ModelSerializer):
             "code", "name", "status", "grader_endpoint", "grader_model", "policy_endpoint", "policy_model", "samples",
             "subset", "subset_version", "responses_from", "use_cache", "concurrency", "total_items", "error", "created",
             "started", "finished", "progress", "healthbench_professional", "length_adjusted", "length_centre",
-            "length_penalty",
+            "length_penalty", "grading_mode", "explanation_length",
         ]  # fmt: skip
 
     def get_subset_version(self, run: Run) -> dict | None:
@@ -90,6 +93,8 @@ class RunSerializer(serializers.ModelSerializer):
             "seconds_left": progress.seconds_left,
             "tokens": progress.tokens,
             "failed_samples": progress.failed_samples,
+            "calls": progress.calls,
+            "fallbacks": progress.fallbacks,
             "refused_samples": progress.refused_samples,
             "truncated_samples": progress.truncated_samples,
             "warning": progress.warning,
@@ -146,6 +151,19 @@ class RunCreateSerializer(serializers.Serializer):
     healthbench_professional = serializers.BooleanField(
         required=False, default=False, help_text="Mark the run as HealthBench Professional (length-adjusted)."
     )
+    grading_mode = serializers.ChoiceField(
+        choices=GradingMode.choices,
+        required=False,
+        default=GradingMode.PER_CRITERION,
+        help_text="per-criterion (one call per response and criterion) or per-response (one call per response).",
+    )
+    explanation_length = serializers.ChoiceField(
+        choices=ExplanationLength.choices,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Per response only: how long each verdict's explanation is (default: sentence).",
+    )
     dry_run = serializers.BooleanField(required=False, default=False, help_text="Only return the estimate.")
 
     def validate(self, attrs: dict) -> dict:
@@ -169,6 +187,8 @@ class RunCreateSerializer(serializers.Serializer):
             subset=data["subset"],
             policy=data["policy"] if sampled else None,
             samples=data["samples"],
+            grading_mode=data["grading_mode"],
+            explanation_length=data["explanation_length"],
         )
 
 
@@ -203,7 +223,7 @@ class GradeSerializer(serializers.ModelSerializer):
         fields = [
             "id", "response", "prompt_id", "position", "criterion_text", "points", "tags", "status", "met",
             "explanation", "error", "attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
-            "reasoning_tokens", "reused",
+            "reasoning_tokens", "reused", "mode",
         ]  # fmt: skip
 
 
@@ -299,7 +319,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def report(self, request, name=None):
         """The score report: the reference's metric names plus worst-at-k, error rates and counts."""
-        return ApiResponse(run_report_data_cached(run=self.get_object()))
+        return ApiResponse(run_report_document(run=self.get_object()))
 
     @extend_schema(
         responses={200: MetaEvalReportSerializer},
