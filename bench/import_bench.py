@@ -58,7 +58,8 @@ def main() -> None:
     with path.open("rb") as f:
         again = import_healthbench_lines(f, subset_name="bench")
     reimport_seconds = time.perf_counter() - start
-    assert again.criteria_created == 0 and again.conversations_created == 0
+    assert again.criteria_created == 0
+    assert again.conversations_created == 0
 
     path.unlink()
     print(summary)

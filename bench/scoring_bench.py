@@ -158,9 +158,26 @@ def load_run(n_conversations: int, samples: int, seed: int = 0):
                 tags_text = tags_json.setdefault(tuple(tags), db_json(tags))
                 status = "failed" if fail else "graded"
                 grades.append(
-                    (run.id, response_id, criterion_id, position, text, points, tags_text, status, met,
-                     "Bench grade.", "", "", 1, None, None, False, now)
-                )  # fmt: skip
+                    (
+                        run.id,
+                        response_id,
+                        criterion_id,
+                        position,
+                        text,
+                        points,
+                        tags_text,
+                        status,
+                        met,
+                        "Bench grade.",
+                        "",
+                        "",
+                        1,
+                        None,
+                        None,
+                        False,
+                        now,
+                    )
+                )
         insert_rows(Grade, GRADE_COLUMNS, grades)
     return run, len(grades)
 

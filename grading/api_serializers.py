@@ -66,6 +66,9 @@ class RunReportSerializer(serializers.Serializer):
     length_adjustment = LengthAdjustmentSerializer(
         allow_null=True, help_text="HealthBench Professional's constants, when the run adjusts for length"
     )
+    grader = serializers.DictField(
+        allow_null=True, help_text="how the grader compares with the reference's (grading.reports.grader_marks)"
+    )
     grading = GradingRecordSerializer(allow_null=True, help_text="how the grader was asked; null for an imported run")
 
 

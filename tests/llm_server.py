@@ -53,6 +53,9 @@ one of ``429`` (with Retry-After), ``quota`` (429 ``insufficient_quota``), ``too
 ``non_boolean`` (``"criteria_met": "yes"``), ``refusal`` (the grader refuses), ``verbose``
 (about 300 tokens of musing before the verdict, so a smaller output limit cuts it off) and
 ``reset`` (closes the connection without an answer).
+
+The Files and Batch API (``/v1/files``, ``/v1/batches``) is tests.llm_batch_desk, reached as
+``server.batches``: its batches answer each line by these same rules.
 """
 
 from __future__ import annotations
@@ -63,11 +66,13 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.llm_batch_desk import BatchDesk
 from tests.llm_shapes import (
     REFUSAL,
     api_error,
@@ -91,10 +96,27 @@ MUSING = "Let me weigh this criterion against the reply carefully. " * 21  # abo
 RAMBLE = "There is a great deal more to say about this, and I will go on saying it. " * 200
 CACHE_STEP_CHARS = 128 * 4  # OpenAI caches in steps of 128 tokens
 RESPONSES_FIELDS = {
-    "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "reasoning", "text", "store",
-    "metadata", "user", "truncation", "parallel_tool_calls", "tools", "tool_choice", "previous_response_id",
-    "include", "stream", "service_tier", "background",
-}  # fmt: skip
+    "model",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "text",
+    "store",
+    "metadata",
+    "user",
+    "truncation",
+    "parallel_tool_calls",
+    "tools",
+    "tool_choice",
+    "previous_response_id",
+    "include",
+    "stream",
+    "service_tier",
+    "background",
+}
 
 
 def is_reasoning(model: str) -> bool:
@@ -149,6 +171,7 @@ class LLMServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.httpd: ThreadingHTTPServer | None = None
+        self.batches = BatchDesk(self._batch_line)
 
     # --- controls -------------------------------------------------------------------------
 
@@ -241,8 +264,11 @@ class LLMServer:
             self.requests.append((path, body))
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
             said = f" {authorization}." if self.echo_key else ""
-            return api_error(401, f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
-                             code="invalid_api_key")  # fmt: skip
+            return api_error(
+                401,
+                f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
+                code="invalid_api_key",
+            )
         model = str(body.get("model", ""))
         if model.startswith("missing"):
             return api_error(
@@ -266,14 +292,21 @@ class LLMServer:
             return unsupported("reasoning_effort")
         return None
 
-    def answer(self, body: dict, path: str = "/v1/chat/completions") -> tuple[int, dict, dict]:
+    def _batch_line(self, path: str, body: dict, authorization: str) -> tuple[int, dict, dict]:
+        """One line of a provider batch, answered as the live endpoint would, without its latency."""
+        refusal = self.check_request(path, body, authorization)
+        if refusal is not None:
+            return refusal
+        return self.answer(body, path, wait=False)
+
+    def answer(self, body: dict, path: str = "/v1/chat/completions", *, wait: bool = True) -> tuple[int, dict, dict]:
         """(status, extra headers, JSON body) for one request; may sleep."""
         responses = path == "/v1/responses"
         messages = responses_messages(body) if responses else body.get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
         model = str(body.get("model", ""))
         fault = self._fault_for(prompt, hashlib.sha256(f"{model}\n{prompt}".encode()).hexdigest())
-        if self.latency:
+        if self.latency and wait:
             time.sleep(self.latency)
         if fault == "429":
             _, _, error = api_error(429, "Rate limit reached for requests", kind="requests", code="rate_limit_exceeded")
@@ -285,9 +318,11 @@ class LLMServer:
             return quota_error()
         if fault == "too_long":
             return api_error(
-                400, "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
-                param="messages", code="context_length_exceeded",
-            )  # fmt: skip
+                400,
+                "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
+                param="messages",
+                code="context_length_exceeded",
+            )
         if fault == "500":
             return api_error(500, "The server had an error", kind="server_error")
         if fault == "slow":
@@ -326,9 +361,14 @@ class LLMServer:
         if responses:
             usage = responses_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
             reply = responses_reply(
-                body, model, content=content, refusal=refusal, truncated=truncated,
-                reasoning_item=is_reasoning(model), usage=usage,
-            )  # fmt: skip
+                body,
+                model,
+                content=content,
+                refusal=refusal,
+                truncated=truncated,
+                reasoning_item=is_reasoning(model),
+                usage=usage,
+            )
             return 200, headers, reply
         usage = chat_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
         return 200, headers, chat_completion(model, content=content, refusal=refusal, truncated=truncated, usage=usage)
@@ -460,10 +500,59 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args) -> None:  # `format`: the base class's name
         pass
 
+    def _refused_key(self) -> bool:
+        """The files and batches routes check the key as the others do."""
+        owner, authorization = self.owner, self.headers.get("Authorization", "")
+        if owner.api_key is None or authorization == f"Bearer {owner.api_key}":
+            return False
+        self._send(*api_error(401, "Incorrect API key provided.", code="invalid_api_key"))
+        return True
+
+    def do_GET(self) -> None:
+        path, _, query = self.path.partition("?")
+        path = path.rstrip("/")
+        if self._refused_key():
+            return None
+        desk = self.owner.batches
+        parts = path.split("/")
+        if path.startswith("/v1/files/") and path.endswith("/content") and len(parts) == 5:
+            return self._send(*desk.content(parts[3]))
+        if path.startswith("/v1/files/") and len(parts) == 4:
+            return self._send(*desk.file(parts[3]))
+        if path == "/v1/batches":
+            return self._send(*desk.listing(dict(urllib.parse.parse_qsl(query))))
+        if path.startswith("/v1/batches/") and len(parts) == 4:
+            return self._send(*desk.retrieve(parts[3]))
+        return self._send(404, {}, {"error": {"message": f"no route {self.path}"}})
+
+    def _batch_routes(self, path: str, raw: bytes) -> bool:
+        desk = self.owner.batches
+        parts = path.split("/")
+        if path == "/v1/files":
+            if not self._refused_key():
+                self._send(*desk.upload(self.headers.get("Content-Type", ""), raw))
+            return True
+        if path == "/v1/batches" or (path.startswith("/v1/batches/") and path.endswith("/cancel") and len(parts) == 5):
+            if self._refused_key():
+                return True
+            if path.endswith("/cancel"):
+                self._send(*desk.cancel_batch(parts[3]))
+                return True
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                self._send(*api_error(400, "We could not parse the JSON body of your request."))
+                return True
+            self._send(*desk.create(body, self.headers.get("Authorization", "")))
+            return True
+        return False
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         path = self.path.rstrip("/")
+        if self.owner.redirect_to is None and self._batch_routes(path, raw):
+            return None
         if self.owner.redirect_to is not None:
             with self.owner.lock:
                 self.owner.calls += 1
@@ -495,11 +584,12 @@ class _Handler(BaseHTTPRequestHandler):
             payload = self.owner.error_body(status, payload, path, str(body.get("model")))
         self._send(status, headers, payload)
 
-    def _send(self, status: int, headers: dict, payload: dict) -> None:
-        data = json.dumps(payload).encode()
+    def _send(self, status: int, headers: dict, payload: dict | bytes) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        kind = "application/octet-stream" if isinstance(payload, bytes) else "application/json"
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)

@@ -26,6 +26,7 @@ KNOWN_PURE = {
     "grading.pipeline.replies",
     "grading.pipeline.provider_errors",
     "grading.pipeline.cost",
+    "grading.reference_grader",
     "annotation.rubric_checks",
     "annotation.formats.rubric_merge",
     "annotation.formats.healthbench",

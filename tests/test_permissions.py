@@ -209,7 +209,8 @@ def test_forbidden_posts_change_nothing(world):
         client.post(reverse("label_item", args=[world.label_task.code]), {"met": "yes"})
         client.post(reverse("physician_status", args=[world.owner.code]), {"status": "removed"})
     assert not Criterion.objects.filter(author__isnull=False).exists()
-    assert not ConsensusVote.objects.exists() and not PhysicianLabel.objects.exists()
+    assert not ConsensusVote.objects.exists()
+    assert not PhysicianLabel.objects.exists()
     world.owner.refresh_from_db()
     assert world.owner.status == "active"
 
@@ -334,7 +335,8 @@ def test_login_and_logout(world):
         reverse("login"),
         {"username": "dr_owner", "password": "wrong", "csrfmiddlewaretoken": csrf_token_from(page.text)},
     )
-    assert bad.status_code == 200 and "enter a correct username and password" in bad.text
+    assert bad.status_code == 200
+    assert "enter a correct username and password" in bad.text
     good = client.post(
         reverse("login"),
         {"username": "dr_owner", "password": PASSWORD, "csrfmiddlewaretoken": csrf_token_from(page.text)},
@@ -353,7 +355,8 @@ def test_password_change(world):
         reverse("password_change"),
         {"old_password": PASSWORD, "new_password1": "a-much-longer-pass-77", "new_password2": "a-much-longer-pass-77"},
     )
-    assert response.status_code == 302 and response.url == reverse("password_change_done")
+    assert response.status_code == 302
+    assert response.url == reverse("password_change_done")
     assert User.objects.get(username="dr_owner").check_password("a-much-longer-pass-77")
 
 

@@ -40,7 +40,8 @@ def test_the_prompt_puts_instructions_then_conversation_then_the_numbered_criter
     )
     assert instructions < conversation < criteria
     assert prompt.rstrip().endswith("3. [3] Suggests need:honey")
-    assert "one short sentence" in prompt and "<<" not in prompt
+    assert "one short sentence" in prompt
+    assert "<<" not in prompt
 
 
 def test_two_chunks_of_one_response_share_everything_before_their_criteria():
@@ -70,7 +71,7 @@ def test_a_placeholder_inside_the_conversation_is_sent_as_written():
 
 
 @pytest.mark.parametrize(
-    "n, sizes", [(0, []), (1, [1]), (20, [20]), (21, [11, 10]), (23, [12, 11]), (48, [16, 16, 16])]
+    ("n", "sizes"), [(0, []), (1, [1]), (20, [20]), (21, [11, 10]), (23, [12, 11]), (48, [16, 16, 16])]
 )
 def test_long_rubrics_are_split_into_even_calls_of_at_most_the_limit(n, sizes):
     bounds = rp.chunk_bounds(n)
@@ -93,14 +94,16 @@ def target(**changes):
 
 def test_a_chunk_request_sends_the_strict_schema_where_the_endpoint_honours_one():
     path, body = chunk_request(target(structured_output=True), "prompt")
-    assert path == "/chat/completions" and body["messages"] == [{"role": "user", "content": "prompt"}]
+    assert path == "/chat/completions"
+    assert body["messages"] == [{"role": "user", "content": "prompt"}]
     assert body["response_format"]["json_schema"] == {
         "name": "rubric_grades",
         "schema": rp.CHUNK_SCHEMA,
         "strict": True,
     }
     path, body = chunk_request(target(api_style="responses", structured_output=True), "prompt", max_tokens=1800)
-    assert path == "/responses" and body["text"]["format"]["name"] == "rubric_grades"
+    assert path == "/responses"
+    assert body["text"]["format"]["name"] == "rubric_grades"
     assert body["max_output_tokens"] == 1800
     assert "response_format" not in chunk_request(target(), "prompt")[1]
 
@@ -108,7 +111,8 @@ def test_a_chunk_request_sends_the_strict_schema_where_the_endpoint_honours_one(
 def test_a_criterion_request_is_the_one_the_client_always_sent():
     _, body = criterion_request(target(structured_output=True), "p")
     assert body["response_format"]["json_schema"]["name"] == "rubric_grade"
-    assert body["max_tokens"] == 900 and body["temperature"] == 0.0
+    assert body["max_tokens"] == 900
+    assert body["temperature"] == 0.0
 
 
 # --- reading the answer -------------------------------------------------------------------
@@ -117,7 +121,8 @@ def test_a_criterion_request_is_the_one_the_client_always_sent():
 def test_every_entry_becomes_its_criterions_verdict():
     answer = rp.read_chunk_answer(json.dumps({"criteria": [entry(1, True), entry(2, False, "no")]}), 2)
     assert answer.verdicts[1] == gp.GraderAnswer(met=True, explanation="why")
-    assert answer.verdicts[2].met is False and answer.fallback == ()
+    assert answer.verdicts[2].met is False
+    assert answer.fallback == ()
     assert json.loads(answer.entries[2]) == entry(2, False, "no")
 
 
@@ -128,7 +133,7 @@ def test_an_answer_in_a_fenced_block_after_a_draft_is_read_from_its_last_object(
 
 
 @pytest.mark.parametrize(
-    "entries, fallback, unknown",
+    ("entries", "fallback", "unknown"),
     [
         ([entry(1, True), entry(3, False)], (2,), 0),  # missing
         ([entry(1, True), entry(2, True), entry(2, False), entry(3, True)], (2,), 0),  # duplicated
@@ -139,7 +144,8 @@ def test_an_answer_in_a_fenced_block_after_a_draft_is_read_from_its_last_object(
 )
 def test_unusable_entries_leave_only_their_criteria_to_a_call_of_their_own(entries, fallback, unknown):
     answer = rp.read_chunk_answer(json.dumps({"criteria": entries}), 3)
-    assert answer.fallback == fallback and answer.unknown == unknown
+    assert answer.fallback == fallback
+    assert answer.unknown == unknown
     assert set(answer.verdicts) == {1, 2, 3} - set(fallback)
 
 
@@ -208,7 +214,8 @@ def test_a_chunks_usage_is_shared_and_its_request_counted_once(llm_server):
     outcomes = ask_chunk(llm_server)
     assert [o.attempts for o in outcomes] == [1, 0, 0]
     prompt_tokens = sum(o.prompt_tokens for o in outcomes)
-    assert prompt_tokens > 0 and max(o.prompt_tokens for o in outcomes) - min(o.prompt_tokens for o in outcomes) <= 1
+    assert prompt_tokens > 0
+    assert max(o.prompt_tokens for o in outcomes) - min(o.prompt_tokens for o in outcomes) <= 1
 
 
 @pytest.mark.parametrize("kind", ["missing", "duplicate", "non_boolean"])
@@ -223,7 +230,8 @@ def test_a_faulty_entry_is_graded_by_its_own_call_only(llm_server, kind):
 
 def test_an_unknown_extra_entry_is_ignored(llm_server):
     outcomes = ask_chunk(llm_server, criteria=[CRITERIA[0], ("Says need:rest entry:unknown", 2)])
-    assert [o.met for o in outcomes] == [True, True] and llm_server.calls == 1
+    assert [o.met for o in outcomes] == [True, True]
+    assert llm_server.calls == 1
 
 
 def test_a_refusal_fails_every_criterion_of_the_chunk_and_none_is_not_met(llm_server):
@@ -234,4 +242,5 @@ def test_a_refusal_fails_every_criterion_of_the_chunk_and_none_is_not_met(llm_se
 
 def test_an_unreadable_chunk_answer_is_asked_again(llm_server):
     outcomes = ask_chunk(llm_server, criteria=[CRITERIA[0], ("Says need:rest fault:malformed:1", 2)])
-    assert [o.met for o in outcomes] == [True, True] and outcomes[0].attempts == 2
+    assert [o.met for o in outcomes] == [True, True]
+    assert outcomes[0].attempts == 2

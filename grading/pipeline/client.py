@@ -292,7 +292,8 @@ async def chat(
     client = client_for(endpoint)
     limit = max_tokens or endpoint.max_tokens
     path, body = call_request(endpoint, messages, schema=schema, schema_name=schema_name, max_tokens=limit)
-    estimate = sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + min(limit, 256)
+    chars = sum(len(m["content"]) for m in messages) + len(endpoint.system_message)
+    estimate = chars // CHARS_PER_TOKEN + min(limit or 256, 256)
     for attempt in range(1, policy.max_attempts + 1):
         if watch is not None and watch.reason is not None:
             raise CallFailed(watch.reason, attempts=attempt - 1, fatal=True)
@@ -408,10 +409,11 @@ async def ask_grader(
         if reply.refused:
             return _failed(spent, watch, f"the grader refused: {_quote(reply.content)}", "grader refused", raw)
         if reply.truncated:
-            if limit == endpoint.max_tokens:
-                limit = endpoint.max_tokens * 2  # once, with room to finish
+            if limit is not None and limit == endpoint.max_tokens:
+                limit = limit * 2  # once, with room to finish
                 continue
-            return _failed(spent, watch, f"the grader's answer was cut off at {limit} output tokens", "cut off", raw)
+            at = f"{limit} output tokens" if limit is not None else "the model's own output limit"
+            return _failed(spent, watch, f"the grader's answer was cut off at {at}", "cut off", raw)
         answers += 1
         try:
             answer = parse_answer(reply.content)
@@ -456,9 +458,15 @@ async def ask_grader_chunk(
     while answers < policy.format_attempts:
         try:
             reply = await chat(
-                endpoint, messages, limiter=limiter, policy=policy, watch=watch, schema=schema,
-                schema_name=CHUNK_SCHEMA_NAME, max_tokens=limit,
-            )  # fmt: skip
+                endpoint,
+                messages,
+                limiter=limiter,
+                policy=policy,
+                watch=watch,
+                schema=schema,
+                schema_name=CHUNK_SCHEMA_NAME,
+                max_tokens=limit,
+            )
         except CallFailed as exc:
             failure = spent.outcome(met=None, error=str(exc), raw_output=raw, fatal=exc.fatal)
             failure = replace(failure, attempts=spent.attempts + exc.attempts)
@@ -469,10 +477,11 @@ async def ask_grader_chunk(
             failure = _failed(spent, watch, f"the grader refused: {_quote(reply.content)}", "grader refused", raw)
             break
         if reply.truncated:
-            if limit == endpoint.max_tokens:
-                limit = endpoint.max_tokens * 2
+            if limit is not None and limit == endpoint.max_tokens:
+                limit = limit * 2
                 continue
-            failure = _failed(spent, watch, f"the grader's answer was cut off at {limit} output tokens", "cut off", raw)
+            at = f"{limit} output tokens" if limit is not None else "the model's own output limit"
+            failure = _failed(spent, watch, f"the grader's answer was cut off at {at}", "cut off", raw)
             break
         answers += 1
         try:

@@ -75,6 +75,9 @@ class RunSpec:
     def explanation(self) -> str:
         return self.explanation_length or response_prompt.DEFAULT_EXPLANATION
 
+    # Graded through the provider's Batch API (grading.pipeline.provider_batches), at its prices.
+    batch: bool = False
+
 
 def run_concurrency(spec: RunSpec) -> int:
     """The run's bound of calls in flight: as asked, within its endpoints' limits."""
@@ -99,6 +102,10 @@ def spec_check(spec: RunSpec) -> None:
         problems.append("choose a grader endpoint (curators add them on the Endpoints page)")
     else:
         problems += [f"grader endpoint {spec.grader.name}: {p}" for p in _endpoint_problems(spec.grader)]
+        if spec.batch and spec.grader.batch_discount is None:
+            problems.append(
+                f"grader endpoint {spec.grader.name} offers no Batch API (curators set its batch discount to offer one)"
+            )
     try:
         check_template(spec.template)
     except TemplateError as exc:
@@ -109,6 +116,8 @@ def spec_check(spec: RunSpec) -> None:
         problems.append(f"explanation length {spec.explanation_length!r} is not one of {', '.join(EXPLANATIONS)}")
     elif spec.explanation_length and spec.grading_mode != PER_RESPONSE:
         problems.append("the explanation length is a setting of the per-response mode")
+    if spec.batch and spec.grading_mode == PER_RESPONSE:
+        problems.append("the provider's Batch API takes per-criterion runs only, for now: grade per response live")
     if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
         problems.append(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
     sampled = spec.policy is not None or spec.subset is not None
@@ -257,6 +266,7 @@ class Estimate:
     grading_mode: str = PER_CRITERION
     explanation_length: str = ""
     grades: int = 0
+    batch_discount: Decimal | None = None  # set for a batched run: the share off the grader's prices
 
     @property
     def cost(self) -> Decimal | None:
@@ -303,6 +313,11 @@ class Estimate:
             "(each response's shared prompt prefix, in steps of "
             f"{CACHE_STEP_TOKENS}, on every call about it after the first, when {CACHE_MIN_TOKENS:,}+ tokens)."
         )
+        if self.batch_discount is not None:
+            out.append(
+                f"Through the provider's Batch API: grading at {self.batch_discount:.0%} off the grader's prices, "
+                "results within 24 hours."
+            )
         out.append(self.cost_line())
         if self.concurrency and self.concurrency < self.concurrency_asked:
             out.append(f"Concurrency capped at {self.concurrency} by the endpoint's limit.")
@@ -343,7 +358,9 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
     reasoning = calls * REASONING_TOKENS if spec.grader.reasoning else 0
     completion_tokens = answer_tokens(plan.grading_mode, spec.explanation, calls=calls, grades=plan.grades) + reasoning
     policy_prompt = plan.policy_prompt_chars // CHARS_PER_TOKEN
-    policy_completion = plan.policy_calls * (spec.policy.max_output_tokens if spec.policy else 0)
+    # With no output limit sent, the bound is unknown: a typical reply's length stands in.
+    policy_limit = (spec.policy.max_output_tokens or SAMPLED_RESPONSE_TOKENS) if spec.policy else 0
+    policy_completion = plan.policy_calls * policy_limit
     return Estimate(
         grader_calls=calls,
         prompt_tokens=prompt_tokens,
@@ -356,7 +373,7 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
         cached_share=cached_share,
         reasoning_tokens=reasoning,
         grader_cost=cost_of(
-            Prices.of(spec.grader),
+            Prices.of(spec.grader).batched(spec.grader.batch_discount if spec.batch else None),
             prompt_tokens=prompt_tokens,
             cached_tokens=int(prompt_tokens * cached_share),
             completion_tokens=completion_tokens,
@@ -373,6 +390,7 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
         grading_mode=plan.grading_mode,
         explanation_length=spec.explanation if plan.grading_mode == PER_RESPONSE else "",
         grades=plan.grades,
+        batch_discount=spec.grader.batch_discount if spec.batch else None,
     )
 
 

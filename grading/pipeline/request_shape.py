@@ -9,6 +9,10 @@ plain values (no Django, no network).
   copy of health conversations.
 * Structured output: the grader's answer as a strict JSON schema, ``response_format`` on
   Chat Completions and ``text.format`` on Responses.
+* No output limit (``max_tokens`` None): none of the limit fields is sent, and the model's
+  own limit applies (the reference sends none to a reasoning grader on Responses).
+* A system message goes first: ``role: system`` on Chat Completions, ``role: developer`` on
+  Responses, as the reference's samplers send it.
 
 The reply is read by grading.pipeline.replies.
 """
@@ -41,16 +45,21 @@ def request_body(
     api_style: str,
     model: str,
     messages: list[dict],
-    max_tokens: int,
+    max_tokens: int | None,
     temperature: float | None,
     reasoning: bool,
     reasoning_effort: str,
     schema: dict | None = None,
     schema_name: str = GRADE_SCHEMA_NAME,
+    system_message: str = "",
 ) -> tuple[str, dict]:
     """(path under the base URL, JSON body) for one call."""
     if api_style == RESPONSES:
-        body: dict[str, Any] = {"model": model, "input": messages, "max_output_tokens": max_tokens, "store": False}
+        if system_message:
+            messages = [{"role": "developer", "content": system_message}, *messages]
+        body: dict[str, Any] = {"model": model, "input": messages, "store": False}
+        if max_tokens is not None:
+            body["max_output_tokens"] = max_tokens
         if reasoning:
             if reasoning_effort:
                 body["reasoning"] = {"effort": reasoning_effort}
@@ -59,13 +68,17 @@ def request_body(
         if schema is not None:
             body["text"] = {"format": {"type": "json_schema", "name": schema_name, "schema": schema, "strict": True}}
         return "/responses", body
+    if system_message:
+        messages = [{"role": "system", "content": system_message}, *messages]
     body = {"model": model, "messages": messages}
     if reasoning:
-        body["max_completion_tokens"] = max_tokens
+        if max_tokens is not None:
+            body["max_completion_tokens"] = max_tokens
         if reasoning_effort:
             body["reasoning_effort"] = reasoning_effort
     else:
-        body["max_tokens"] = max_tokens
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
         if temperature is not None:
             body["temperature"] = temperature
     if schema is not None:
@@ -96,6 +109,7 @@ def call_request(
         reasoning_effort=target.reasoning_effort,
         schema=schema,
         schema_name=schema_name,
+        system_message=target.system_message,
     )
 
 

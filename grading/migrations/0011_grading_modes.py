@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("grading", "0008_response_refusal_truncation_cache_writes"),
+        ("grading", "0010_provider_batches"),
     ]
 
     operations = [
