@@ -116,8 +116,6 @@ def spec_check(spec: RunSpec) -> None:
         problems.append(f"explanation length {spec.explanation_length!r} is not one of {', '.join(EXPLANATIONS)}")
     elif spec.explanation_length and spec.grading_mode != PER_RESPONSE:
         problems.append("the explanation length is a setting of the per-response mode")
-    if spec.batch and spec.grading_mode == PER_RESPONSE:
-        problems.append("the provider's Batch API takes per-criterion runs only, for now: grade per response live")
     if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
         problems.append(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
     sampled = spec.policy is not None or spec.subset is not None
