@@ -19,6 +19,7 @@ from grading.models import Endpoint, Grade, Response, Run
 from grading.pipeline.cost import Prices, cost_of
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template, rendered_length
 from grading.pipeline.request_shape import CHARS_PER_TOKEN
+from grading.plans import rubric_drift
 
 # Assumptions of the estimate, printed with it.
 ANSWER_TOKENS = 80  # a grader's JSON answer: a sentence or two and a boolean
@@ -44,6 +45,9 @@ class RunSpec:
     subset: Subset | None = None
     policy: Endpoint | None = None
     samples: int = 1
+    # With responses_from: grade its responses only on the criteria added or edited since it
+    # was graded (grading.plans.rubric_drift), as they are now.
+    rubric_changes: bool = False
     # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
     length_adjusted: bool = False
     healthbench_professional: bool = False
@@ -81,6 +85,8 @@ def spec_check(spec: RunSpec) -> None:
     sampled = spec.policy is not None or spec.subset is not None
     if (spec.responses_from is not None) == sampled:
         problems.append("grade either the responses of an existing run, or a policy model's samples on a subset")
+    if spec.rubric_changes and spec.responses_from is None:
+        problems.append("grading the rubric changes needs the run they changed since (responses_from)")
     if sampled:
         if spec.policy is None:
             problems.append("sampling needs a policy endpoint")
@@ -112,6 +118,8 @@ class Plan:
     # Prompt characters a provider's prompt cache is expected to serve: every criterion of a
     # response after its first repeats the prefix (template head, conversation, response).
     cacheable_chars: int = 0
+    # A run of rubric changes: the criteria it grades per conversation (Run.plan_rubric).
+    rubric: dict[str, list[list]] | None = None
 
     @property
     def grades(self) -> int:
@@ -121,6 +129,8 @@ class Plan:
 def run_plan(spec: RunSpec) -> Plan:
     """The work of a checked spec, from three aggregate queries at most."""
     overhead = rendered_length(spec.template, conversation_chars=0, item_chars=0)
+    if spec.responses_from is not None and spec.rubric_changes:
+        return _changes_plan(spec.responses_from, overhead)
     if spec.responses_from is not None:
         # Each response is graded on the criteria the source run graded it on.
         per_response = (
@@ -160,6 +170,26 @@ def run_plan(spec: RunSpec) -> Plan:
         plan.cacheable_chars += spec.samples * _cacheable(n, overhead + chars + response_chars)
         plan.policy_calls += spec.samples
         plan.policy_prompt_chars += spec.samples * chars
+    return plan
+
+
+def _changes_plan(source: Run, overhead: int) -> Plan:
+    """Each response of `source` on its conversation's criteria added or edited since."""
+    changes = rubric_drift(source).changes
+    plan = Plan(by_conversation=False, rubric={str(c): items for c, items in sorted(changes.items())})
+    responses = (
+        Response.objects.filter(
+            id__in=Grade.objects.filter(run=source).values("response_id"), conversation_id__in=list(changes)
+        )
+        .annotate(chars=Length("conversation__messages") + Length("text"))
+        .values_list("id", "conversation_id", "chars")
+        .order_by("id")
+    )
+    for response_id, conversation_id, chars in responses:
+        items = changes[conversation_id]
+        n = len(items)
+        plan.units.append((response_id, n, n * (overhead + chars + 8) + sum(len(item[1]) for item in items)))
+        plan.cacheable_chars += _cacheable(n, overhead + chars)
     return plan
 
 
