@@ -48,8 +48,11 @@ def get(url: str) -> tuple[int, dict, bytes]:
 def main(dest: Path) -> int:
     port = free_port()
     var = Path(tempfile.mkdtemp(prefix="image-smoke-"))
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CACHE_URL",
-                                                             "CELERY_BROKER_URL", "STATIC_ROOT")}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "CACHE_URL", "CELERY_BROKER_URL", "STATIC_ROOT")
+    }
     env.update(
         PATH=f"{dest / 'venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}",
         DEBUG="0",
@@ -88,8 +91,11 @@ def main(dest: Path) -> int:
         check("/login/ links the stylesheet by its hashed name", stylesheet is not None)
         if stylesheet:
             status, headers, _ = get(base + stylesheet[1].decode())
-            check(f"{stylesheet[1].decode()} answers 200 as CSS", status == 200 and "css" in headers.get(
-                "Content-Type", ""), f"status {status}, {headers.get('Content-Type')}")  # fmt: skip
+            check(
+                f"{stylesheet[1].decode()} answers 200 as CSS",
+                status == 200 and "css" in headers.get("Content-Type", ""),
+                f"status {status}, {headers.get('Content-Type')}",
+            )
         status, _, body = get(base + "/no-such-page/")
         check("an unknown page is the styled 404", status == 404 and b"HealthBench Studio" in body, f"status {status}")
         status, _, body = get(base + "/healthz/")

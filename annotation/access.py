@@ -67,7 +67,8 @@ def require_working_physician(request: HttpRequest) -> Physician:
     """A physician on trial or active: the only people who do tasks."""
     require_role(request, Physician.Role.PHYSICIAN)
     physician = physician_for(request.user)
-    assert physician is not None  # require_role passed with the physician role
+    if physician is None:  # require_role passed, so only a physician row deleted meanwhile
+        raise PermissionDenied
     if physician.status not in WORKING:
         raise PermissionDenied("Your account is not yet open for tasks.")
     return physician

@@ -64,7 +64,7 @@ class ConversationDetailSerializer(ConversationSerializer):
     criteria = RubricItemSerializer(many=True, read_only=True)
 
     class Meta(ConversationSerializer.Meta):
-        fields = ConversationSerializer.Meta.fields + ["criteria"]
+        fields = [*ConversationSerializer.Meta.fields, "criteria"]
 
 
 class ConversationViewSet(viewsets.ReadOnlyModelViewSet):

@@ -12,10 +12,31 @@ from dataclasses import dataclass
 # Openings that describe something the response gets wrong or leaves out. Met means the
 # failure happened, so such a criterion should take away points.
 FAILURE_OPENINGS = (
-    "fails to", "fail to", "failing to", "does not", "doesn't", "did not", "didn't", "do not", "don't",
-    "omits", "neglects", "misses", "overlooks", "ignores", "lacks", "forgets", "avoids mentioning",
-    "incorrectly", "wrongly", "falsely", "inaccurately", "never", "refuses to", "is unable to",
-)  # fmt: skip
+    "fails to",
+    "fail to",
+    "failing to",
+    "does not",
+    "doesn't",
+    "did not",
+    "didn't",
+    "do not",
+    "don't",
+    "omits",
+    "neglects",
+    "misses",
+    "overlooks",
+    "ignores",
+    "lacks",
+    "forgets",
+    "avoids mentioning",
+    "incorrectly",
+    "wrongly",
+    "falsely",
+    "inaccurately",
+    "never",
+    "refuses to",
+    "is unable to",
+)
 # Leading words that say nothing about the sign ("The response fails to ..." reads as "fails to ...").
 SUBJECTS = re.compile(
     r"^(?:the\s+)?(?:model(?:'s)?\s+|assistant(?:'s)?\s+|ai\s+)?(?:response|reply|answer|completion)?\s*", re.I

@@ -40,7 +40,7 @@ os.environ.setdefault("ENDPOINT_ALLOW_PRIVATE_NETWORKS", "1")
 # run then waits for the stall sweep (minutes).
 os.environ.setdefault("CELERY_QUEUE_PREFIX", f"bench-grading-{os.getpid()}")
 
-from bench._db import REPO, fresh_postgres  # noqa: E402
+from bench._db import REPO, fresh_postgres
 
 FILLER = "rest fluids fever paracetamol dose hours doctor clinic warning sign breathing rash drink sleep watch".split()
 WORDS = ["kiwi", "mango", "papaya", "guava", "lychee", "quince", "feijoa", "durian", "longan", "rambutan"]
@@ -49,10 +49,14 @@ MODES = {
     "chat": {"model": "grader", "temperature": 0.0},
     "reasoning": {"model": "gpt-5.4", "reasoning": True, "reasoning_effort": "low", "temperature": None},
     "responses": {
-        "model": "gpt-5.4", "api_style": "responses", "reasoning": True, "reasoning_effort": "low",
-        "temperature": None, "structured_output": True,
+        "model": "gpt-5.4",
+        "api_style": "responses",
+        "reasoning": True,
+        "reasoning_effort": "low",
+        "temperature": None,
+        "structured_output": True,
     },
-}  # fmt: skip
+}
 
 
 def _text(rng: random.Random, n_words: int) -> str:
@@ -121,7 +125,7 @@ def build_source(n_grades: int, samples: int = 4):
                 points=c.points,
                 tags=c.tags,
                 met=WORDS[c.position] in r.text.split(),
-            )  # fmt: skip
+            )
             for r in responses
             for c in by_conversation[r.conversation_id]
         ],
@@ -161,9 +165,22 @@ def run_pipeline(server, source, args, mode: str) -> dict:
     log = Path(tempfile.mkstemp(suffix=".log")[1])
     # INFO: the worker takes its level from LOG_LEVEL, and its "ready." line is logged at INFO.
     env = {**os.environ, "LOG_LEVEL": "INFO"}
-    command = [sys.executable, "-m", "celery", "-A", "healthbench_web", "worker", "--loglevel", "INFO",
-               "--concurrency", str(args.worker_processes), "--without-gossip", "--without-mingle",
-               "--hostname", "bench@%h"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "healthbench_web",
+        "worker",
+        "--loglevel",
+        "INFO",
+        "--concurrency",
+        str(args.worker_processes),
+        "--without-gossip",
+        "--without-mingle",
+        "--hostname",
+        "bench@%h",
+    ]
     worker = subprocess.Popen(
         command, cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -252,8 +269,10 @@ def run_baseline(server, source, args) -> dict:
     try:
         done = subprocess.run(
             [sys.executable, __file__, "--baseline-child", server.url, handle.name, str(args.baseline_threads)],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     finally:
         os.unlink(handle.name)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -281,8 +300,10 @@ def main() -> None:
 
     server = LLMServer(latency=args.latency).start()
     source = build_source(args.grades)
-    print(f"{args.grades:,} grades, server latency {args.latency * 1000:.0f} ms per call, PostgreSQL, "
-          f"{'Redis' if os.environ.get('REDIS_URL') else 'filesystem broker'}, {os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"{args.grades:,} grades, server latency {args.latency * 1000:.0f} ms per call, PostgreSQL, "
+        f"{'Redis' if os.environ.get('REDIS_URL') else 'filesystem broker'}, {os.cpu_count()} cores"
+    )
 
     rows = []
     modes = [m for m in args.modes.split(",") if m]

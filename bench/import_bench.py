@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._db import fresh_postgres  # noqa: E402
-from bench.generate import healthbench_lines  # noqa: E402
+from bench._db import fresh_postgres
+from bench.generate import healthbench_lines
 
 
 def main() -> None:
@@ -58,7 +58,8 @@ def main() -> None:
     with path.open("rb") as f:
         again = import_healthbench_lines(f, subset_name="bench")
     reimport_seconds = time.perf_counter() - start
-    assert again.criteria_created == 0 and again.conversations_created == 0
+    assert again.criteria_created == 0
+    assert again.conversations_created == 0
 
     path.unlink()
     print(summary)

@@ -38,15 +38,18 @@ from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._db import fresh_postgres  # noqa: E402
-from bench.generate import WORDS  # noqa: E402
+from bench._db import fresh_postgres
+from bench.generate import WORDS
 
 N_LABELS, N_ITEMS, N_CATEGORIES, N_PHYSICIANS = 60_896, 30_000, 34, 250
 REFERENCE_FILE = "healthbench_meta_eval.py"
 REFERENCE_FUNCTIONS = (
-    "compute_metrics_for_rater_by_class", "get_f1_metrics", "compute_f1_metric", "get_balanced_metrics",
+    "compute_metrics_for_rater_by_class",
+    "get_f1_metrics",
+    "compute_f1_metric",
+    "get_balanced_metrics",
     "compute_balanced_metric",
-)  # fmt: skip
+)
 REFERENCE_CONSTANTS = ("INDEX_STR_TEMPLATE", "CLUSTER_STR_TEMPLATE")
 
 
@@ -79,12 +82,19 @@ def generate(seed: int = 0) -> tuple[list[dict], list[bool]]:
                 truth = rng.random() < 0.6
                 raters = rng.sample(pool, 2 + extra[len(rows)])
                 labels = [truth if rng.random() < 0.8 else not truth for _ in raters]
-                rows.append({
-                    "anonymized_physician_ids": raters, "binary_labels": labels, "category": category,
-                    "completion": completion, "completion_id": completion_id, "prompt": prompt,
-                    "prompt_id": prompt_id, "rubric": f"Bench criterion {category}.",
-                    "canary": "bench:healthbench-studio",
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "anonymized_physician_ids": raters,
+                        "binary_labels": labels,
+                        "category": category,
+                        "completion": completion,
+                        "completion_id": completion_id,
+                        "prompt": prompt,
+                        "prompt_id": prompt_id,
+                        "rubric": f"Bench criterion {category}.",
+                        "canary": "bench:healthbench-studio",
+                    }
+                )
                 grader.append(truth if rng.random() < 0.85 else not truth)
     assert sum(len(r["binary_labels"]) for r in rows) == N_LABELS
     return rows, grader
@@ -126,12 +136,15 @@ def load_reference(directory: Path) -> tuple[dict, str]:
     # The agreement functions use only defaultdict and Literal: run just their definitions.
     tree = ast.parse(_reference_source(directory))
     keep = [
-        node for node in tree.body
+        node
+        for node in tree.body
         if (isinstance(node, ast.FunctionDef) and node.name in REFERENCE_FUNCTIONS)
         or (isinstance(node, ast.Assign) and any(getattr(t, "id", None) in REFERENCE_CONSTANTS for t in node.targets))
-    ]  # fmt: skip
+    ]
     namespace: dict = {"defaultdict": defaultdict, "Literal": Literal}
-    exec(compile(ast.Module(body=keep, type_ignores=[]), str(directory / REFERENCE_FILE), "exec"), namespace)
+    # The reference's own functions, from the checked-out simple-evals file, to time beside ours.
+    code = compile(ast.Module(body=keep, type_ignores=[]), str(directory / REFERENCE_FILE), "exec")
+    exec(code, namespace)  # noqa: S102
     lacking = sorted(set(REFERENCE_FUNCTIONS) - set(namespace))
     if lacking:
         raise ImportError(f"{REFERENCE_FILE} lacks {lacking}")
@@ -258,11 +271,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         meta, labels = Path(tmp) / "meta.jsonl", Path(tmp) / "grader.jsonl"
         meta.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        labels.write_text("".join(
-            json.dumps({"prompt_id": r["prompt_id"], "completion_id": r["completion_id"], "category": r["category"],
-                        "criteria_met": g, "explanation": "bench"}) + "\n"
-            for r, g in zip(rows, grader, strict=True)
-        ))  # fmt: skip
+        labels.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "prompt_id": r["prompt_id"],
+                        "completion_id": r["completion_id"],
+                        "category": r["category"],
+                        "criteria_met": g,
+                        "explanation": "bench",
+                    }
+                )
+                + "\n"
+                for r, g in zip(rows, grader, strict=True)
+            )
+        )
         start = time.perf_counter()
         with meta.open("rb") as f:
             summary = meta_eval_import(lines=f)
@@ -282,9 +305,12 @@ def main() -> None:
     from grading.metaeval.selectors import run_labels
 
     select_seconds, data = best_of(3, lambda: run_labels(run=run))
-    assert data.n_items == n_items and data.labels.item.size == N_LABELS
-    print(f"report JSON: {len(text) / 1e6:.1f} MB, {len(document['disagreements'])} disagreements, "
-          f"{len(analysis.result['intervals'])} intervals")  # fmt: skip
+    assert data.n_items == n_items
+    assert data.labels.item.size == N_LABELS
+    print(
+        f"report JSON: {len(text) / 1e6:.1f} MB, {len(document['disagreements'])} disagreements, "
+        f"{len(analysis.result['intervals'])} intervals"
+    )
 
     arrays = metaeval.labels_from_rows(rows)
     ours_seconds, (model, physicians) = best_of(
@@ -301,9 +327,11 @@ def main() -> None:
         except (OSError, ImportError, SyntaxError) as exc:
             baseline = f"plain-Python pair loop ({args.reference_dir}: {exc})"
     base_seconds, (ref_model, ref_physicians) = best_of(2, lambda: compute(rows, grader))
-    same = _same(model, ref_model) and set(physicians) == {k for k, v in ref_physicians.items() if any(
-        m["value"] is not None for m in v.values())} and all(
-        _same(physicians[k], ref_physicians[k]) for k in physicians)  # fmt: skip
+    same = (
+        _same(model, ref_model)
+        and set(physicians) == {k for k, v in ref_physicians.items() if any(m["value"] is not None for m in v.values())}
+        and all(_same(physicians[k], ref_physicians[k]) for k in physicians)
+    )
 
     print(f"baseline: {baseline}")
     print(f"same figures as the baseline (1e-9): {'yes' if same else 'NO'}")
@@ -315,8 +343,10 @@ def main() -> None:
     print(
         f"agreement, grader + physicians: ours       {ours_seconds:7.3f} s   ratio {ratio:6.1f}x faster (target >= 10x)"
     )
-    print(f"  ours including labels_from_rows          {ours_seconds + from_rows_seconds:7.3f} s   ratio "
-          f"{base_seconds / (ours_seconds + from_rows_seconds):6.1f}x faster")  # fmt: skip
+    print(
+        f"  ours including labels_from_rows          {ours_seconds + from_rows_seconds:7.3f} s   ratio "
+        f"{base_seconds / (ours_seconds + from_rows_seconds):6.1f}x faster"
+    )
     from grading.metaeval.chance import grader_kappa, physician_alpha
 
     chance_seconds, (kappa, alpha) = best_of(

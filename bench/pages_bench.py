@@ -48,7 +48,7 @@ def _server_env(database_url: str, static_root: str, var_dir: str) -> dict:
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _cpu_seconds(pids: list[int]) -> float:

@@ -11,9 +11,15 @@ import time
 # Sessions are signed with the server's SECRET_KEY: the benchmark's server is given this one.
 SECRET_KEY = "pages-bench-not-a-secret-" + "x" * 40
 SPECIALTIES = [
-    "Emergency medicine", "Family medicine", "Internal medicine", "Pediatrics",
-    "Cardiology", "Psychiatry", "Obstetrics", "Public health",
-]  # fmt: skip
+    "Emergency medicine",
+    "Family medicine",
+    "Internal medicine",
+    "Pediatrics",
+    "Cardiology",
+    "Psychiatry",
+    "Obstetrics",
+    "Public health",
+]
 LANGUAGES = ["en", "es", "fr", "pt", "sw", "hi", "ar", "zh"]
 
 
@@ -87,7 +93,7 @@ def build(*, database: str, conversations: int, physicians: int, rounds: int) ->
                 k,
                 f"bench:{cid}:{k}",
                 now,
-            )  # fmt: skip
+            )
             for cid in ids
             for k in range(2)
         ],
@@ -108,9 +114,13 @@ def build(*, database: str, conversations: int, physicians: int, rounds: int) ->
         (ids[1:half:2], IdealResponse.Condition.NO_REFERENCE),
     ):
         assignments_create(
-            kind=Assignment.Kind.IDEAL_RESPONSE, conversation_ids=chunk, physicians=people, per_item=1,
-            assigned_by=None, condition=condition,
-        )  # fmt: skip
+            kind=Assignment.Kind.IDEAL_RESPONSE,
+            conversation_ids=chunk,
+            physicians=people,
+            per_item=1,
+            assigned_by=None,
+            condition=condition,
+        )
     assignments_create(
         kind=Assignment.Kind.LABEL, conversation_ids=ids, physicians=people, per_item=2, assigned_by=None
     )

@@ -55,7 +55,7 @@ ACCESS_FORMAT = "%(p)s %(D)s %(s)s %(U)s"  # worker pid, microseconds, status, p
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _env(tmp: Path, prefix: str) -> dict:
@@ -81,13 +81,28 @@ class Server:
 
     def __init__(self, code_dir: Path, port: int, env: dict, log: Path):
         self.log = log
-        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=code_dir, env=env,
-                       check=True)  # fmt: skip
-        command = [sys.executable, "-m", "gunicorn", "healthbench_web.wsgi", "--bind", f"127.0.0.1:{port}",
-                   "--workers", "3", "--timeout", "120", "--access-logfile", str(log),
-                   "--access-logformat", ACCESS_FORMAT]  # fmt: skip
-        self.process = subprocess.Popen(command, cwd=code_dir, env=env, start_new_session=True,
-                                        stderr=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=code_dir, env=env, check=True
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "healthbench_web.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "3",
+            "--timeout",
+            "120",
+            "--access-logfile",
+            str(log),
+            "--access-logformat",
+            ACCESS_FORMAT,
+        ]
+        self.process = subprocess.Popen(
+            command, cwd=code_dir, env=env, start_new_session=True, stderr=subprocess.DEVNULL
+        )
         self.port = port
         wait_for_healthz(port, timeout=5)
 
@@ -109,10 +124,32 @@ def _workers(env: dict, log: Path) -> list[subprocess.Popen]:
 
     workers = []
     for queue in (settings.CELERY_SAMPLING_QUEUE, settings.CELERY_GRADING_QUEUE):
-        command = [sys.executable, "-m", "celery", "-A", "healthbench_web", "worker", "-Q", queue, "--concurrency",
-                   "1", "--hostname", f"{queue}@%h", "--without-gossip", "--without-mingle"]  # fmt: skip
-        workers.append(subprocess.Popen(command, cwd=REPO, env={**env, "LOG_LEVEL": "INFO"}, start_new_session=True,
-                                        stdout=log.open("ab"), stderr=subprocess.STDOUT))  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "healthbench_web",
+            "worker",
+            "-Q",
+            queue,
+            "--concurrency",
+            "1",
+            "--hostname",
+            f"{queue}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+        workers.append(
+            subprocess.Popen(
+                command,
+                cwd=REPO,
+                env={**env, "LOG_LEVEL": "INFO"},
+                start_new_session=True,
+                stdout=log.open("ab"),
+                stderr=subprocess.STDOUT,
+            )
+        )
     deadline = time.monotonic() + 60
     while log.read_text().count(" ready.") < 2:
         if time.monotonic() > deadline:
@@ -366,21 +403,25 @@ def main() -> None:
     for name in DOWNLOADS:
         print(
             f"  {name:5} cold {base_cold[name]:6.0f} ms {base_cpu[name]:5.2f} s CPU   warm {_summary(base_warm[name])}"
-        )  # noqa: E501
+        )
     print("ours      shared Redis cache keyed by the run's report version")
     print(f"          (cold: median of {args.cold_rounds} rounds interleaved with the baseline's; CPU of the web")
     print("          processes and the database during the request)")
     for name in DOWNLOADS:
         print(f"  {name:5} cold {cold[name]:6.0f} ms {cpu[name]:5.2f} s CPU   warm {_summary(warm[name])}")
-    print(f"  worker warm-up after the run's end: report in the cache after {warmed_in:.1f} s; "
-          f"next page request {after_worker:.0f} ms")  # fmt: skip
+    print(
+        f"  worker warm-up after the run's end: report in the cache after {warmed_in:.1f} s; "
+        f"next page request {after_worker:.0f} ms"
+    )
     print("ratio")
     failures = []
     for name in DOWNLOADS:
         ours_p95 = max(_percentile(v, 0.95) for v in warm[name].values())
         base_p95 = _percentile([ms for v in base_warm[name].values() for ms in v], 0.95)
-        print(f"  {name:5} warm p95 {base_p95 / ours_p95:5.1f}x faster; cold {cold[name] / base_cold[name]:4.2f}x "
-              f"the baseline's time, {cpu[name] / base_cpu[name]:4.2f}x its CPU")  # fmt: skip
+        print(
+            f"  {name:5} warm p95 {base_p95 / ours_p95:5.1f}x faster; cold {cold[name] / base_cold[name]:4.2f}x "
+            f"the baseline's time, {cpu[name] / base_cpu[name]:4.2f}x its CPU"
+        )
         if ours_p95 > TARGET_WARM_P95_MS:
             failures.append(f"{name} warm p95 {ours_p95:.0f} ms > {TARGET_WARM_P95_MS} ms")
         if len(warm[name]) < 3:

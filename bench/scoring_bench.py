@@ -28,8 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._db import fresh_postgres  # noqa: E402
-from bench.generate import WORDS, healthbench_lines  # noqa: E402
+from bench._db import fresh_postgres
+from bench.generate import WORDS, healthbench_lines
 
 REFERENCE_FILES = ("healthbench_eval.py", "types.py")
 FAILED_SHARE = 0.0005  # grades that failed: their responses are left out, as in a real run
@@ -158,9 +158,26 @@ def load_run(n_conversations: int, samples: int, seed: int = 0):
                 tags_text = tags_json.setdefault(tuple(tags), db_json(tags))
                 status = "failed" if fail else "graded"
                 grades.append(
-                    (run.id, response_id, criterion_id, position, text, points, tags_text, status, met,
-                     "Bench grade.", "", "", 1, None, None, False, now)
-                )  # fmt: skip
+                    (
+                        run.id,
+                        response_id,
+                        criterion_id,
+                        position,
+                        text,
+                        points,
+                        tags_text,
+                        status,
+                        met,
+                        "Bench grade.",
+                        "",
+                        "",
+                        1,
+                        None,
+                        None,
+                        False,
+                        now,
+                    )
+                )
         insert_rows(Grade, GRADE_COLUMNS, grades)
     return run, len(grades)
 

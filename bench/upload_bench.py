@@ -165,8 +165,9 @@ def main() -> None:
         )
         options = f"--bind 127.0.0.1:{args.port} --workers 1 --timeout 3600 --log-level warning"
         options += " --config bench/gunicorn_bare.conf.py"  # not the image's settings
-        server = subprocess.Popen([sys.executable, "-m", "gunicorn", "healthbench_web.wsgi", *options.split()],
-                                  cwd=REPO, env=env)  # fmt: skip
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "healthbench_web.wsgi", *options.split()], cwd=REPO, env=env
+        )
         try:
             wait_for_healthz(args.port)
             session = Session(args.port)

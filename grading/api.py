@@ -21,7 +21,7 @@ from grading.models import Endpoint, Grade, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch
+from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
 from grading.reports.report import run_report_data_cached
 from healthbench_web.api_permissions import ReadersOnly, ResearchersWrite
 from healthbench_web.throttles import RunLaunchThrottle
@@ -64,11 +64,31 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "code", "name", "status", "grader_endpoint", "grader_model", "policy_endpoint", "policy_model", "samples",
-            "subset", "subset_version", "responses_from", "use_cache", "concurrency", "total_items", "error", "created",
-            "started", "finished", "progress", "healthbench_professional", "length_adjusted", "length_centre",
+            "code",
+            "name",
+            "status",
+            "grader_endpoint",
+            "grader_model",
+            "policy_endpoint",
+            "policy_model",
+            "samples",
+            "subset",
+            "subset_version",
+            "responses_from",
+            "use_cache",
+            "concurrency",
+            "total_items",
+            "error",
+            "created",
+            "started",
+            "finished",
+            "progress",
+            "healthbench_professional",
+            "length_adjusted",
+            "length_centre",
             "length_penalty",
-        ]  # fmt: skip
+            "batch",
+        ]
 
     def get_subset_version(self, run: Run) -> dict | None:
         version = run.subset_version
@@ -114,6 +134,24 @@ class RunSerializer(serializers.ModelSerializer):
             "cost_usd": _money(progress.cost),
             "grader_cost_usd": _money(progress.grader_cost),
             "policy_cost_usd": _money(progress.sample_cost),
+            # A batched run's provider batches (the provider's Batch API), as last polled.
+            "provider_batches": {
+                "summary": progress.provider_batch_line,
+                "by_status": progress.provider_batch_counts,
+                "batches": [
+                    {
+                        "id": state.batch_id or None,
+                        "status": state.status,
+                        "round": state.round,
+                        "requests": state.requests,
+                        "completed": state.completed,
+                        "failed": state.failed,
+                        "collected": state.collected,
+                        "error": state.error,
+                    }
+                    for state in progress.provider_batches
+                ],
+            },
         }
 
 
@@ -146,6 +184,11 @@ class RunCreateSerializer(serializers.Serializer):
     healthbench_professional = serializers.BooleanField(
         required=False, default=False, help_text="Mark the run as HealthBench Professional (length-adjusted)."
     )
+    batch = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Grade through the provider's Batch API: at its discount, answers within 24 hours.",
+    )
     dry_run = serializers.BooleanField(required=False, default=False, help_text="Only return the estimate.")
 
     def validate(self, attrs: dict) -> dict:
@@ -169,7 +212,16 @@ class RunCreateSerializer(serializers.Serializer):
             subset=data["subset"],
             policy=data["policy"] if sampled else None,
             samples=data["samples"],
+            batch=data["batch"],
         )
+
+
+class RunRetrySerializer(serializers.Serializer):
+    live = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="For a batched run: retry its failed requests by live calls instead of a new provider batch.",
+    )
 
 
 class EndpointSerializer(serializers.ModelSerializer):
@@ -178,10 +230,23 @@ class EndpointSerializer(serializers.ModelSerializer):
     class Meta:
         model = Endpoint
         fields = [
-            "name", "model", "api_style", "reasoning", "reasoning_effort", "temperature", "max_output_tokens",
-            "structured_output", "price_input", "price_cached_input", "price_output", "requests_per_minute",
-            "tokens_per_minute", "max_concurrency", "notes",
-        ]  # fmt: skip
+            "name",
+            "model",
+            "api_style",
+            "reasoning",
+            "reasoning_effort",
+            "temperature",
+            "max_output_tokens",
+            "structured_output",
+            "price_input",
+            "price_cached_input",
+            "price_output",
+            "batch_discount",
+            "requests_per_minute",
+            "tokens_per_minute",
+            "max_concurrency",
+            "notes",
+        ]
 
 
 class EndpointViewSet(viewsets.ReadOnlyModelViewSet):
@@ -201,10 +266,25 @@ class GradeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Grade
         fields = [
-            "id", "response", "prompt_id", "position", "criterion_text", "points", "tags", "status", "met",
-            "explanation", "error", "attempts", "prompt_tokens", "completion_tokens", "cached_tokens",
-            "reasoning_tokens", "reused",
-        ]  # fmt: skip
+            "id",
+            "response",
+            "prompt_id",
+            "position",
+            "criterion_text",
+            "points",
+            "tags",
+            "status",
+            "met",
+            "explanation",
+            "error",
+            "attempts",
+            "prompt_tokens",
+            "completion_tokens",
+            "cached_tokens",
+            "reasoning_tokens",
+            "reused",
+            "batched",
+        ]
 
 
 @extend_schema_view(
@@ -285,6 +365,23 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run = self.get_object()
         if not run_cancel(run=run):
             return ApiResponse({"detail": f"{run.name} is {run.status}: there is nothing to cancel."}, status=409)
+        run.refresh_from_db()
+        return ApiResponse(RunSerializer(run).data)
+
+    @extend_schema(request=RunRetrySerializer, responses={200: RunSerializer, 409: None})
+    @action(detail=True, methods=["post"])
+    def retry(self, request, name=None):
+        """Grade the run's failed grades again: a batched run's in a new provider batch, or live."""
+        run = self.get_object()
+        form = RunRetrySerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        if run.is_active or run.grader_config_id is None:
+            return ApiResponse({"detail": f"{run.name} is {run.status}: only an ended, graded run is retried."},
+                               status=409)  # fmt: skip
+        try:
+            run_resume(run=run, retry_failed=True, live=form.validated_data["live"] if run.batch else None)
+        except RunSpecError as exc:
+            raise ValidationError({"non_field_errors": exc.problems}) from None
         run.refresh_from_db()
         return ApiResponse(RunSerializer(run).data)
 

@@ -47,9 +47,16 @@ METADATA_ADDRESSES = {ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_addres
 # refused whole, never half-read, so nothing a researcher types points a worker at a URL or
 # a variable.
 RAW_ENDPOINT_FIELDS = (
-    "grader_base_url", "grader_api_key_env", "grader_model", "policy_base_url", "policy_api_key_env",
-    "policy_model", "base_url", "api_key_env", "key_variable",
-)  # fmt: skip
+    "grader_base_url",
+    "grader_api_key_env",
+    "grader_model",
+    "policy_base_url",
+    "policy_api_key_env",
+    "policy_model",
+    "base_url",
+    "api_key_env",
+    "key_variable",
+)
 RAW_FIELDS_MESSAGE = (
     "Runs do not take a base URL, model or API key variable: name a grader endpoint (and a policy "
     "endpoint) instead. Curators manage endpoints on the Endpoints page; GET /api/endpoints/ lists them."
@@ -111,8 +118,10 @@ def _inet_aton(host: str) -> ipaddress.IPv4Address | None:
     parts = host.split(".")
     if not 1 <= len(parts) <= 4 or not all(_NUMBER_PART.match(part) for part in parts):
         return None
-    values = [int(part, 16) if part[:2].lower() == "0x" else int(part, 8 if part != "0" and part[0] == "0" else 10)
-              for part in (p if p not in ("0x", "0X") else "0x0" for p in parts)]  # fmt: skip
+    values = [
+        int(part, 16) if part[:2].lower() == "0x" else int(part, 8 if part != "0" and part[0] == "0" else 10)
+        for part in (p if p not in ("0x", "0X") else "0x0" for p in parts)
+    ]
     *leading, last = values
     if any(value > 255 for value in leading) or last >= 256 ** (5 - len(parts)):
         return None

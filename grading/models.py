@@ -104,6 +104,19 @@ def _price_field(label: str) -> models.DecimalField:
     )
 
 
+def _discount_field() -> models.DecimalField:
+    return models.DecimalField(
+        max_digits=4,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        help_text="Share off every price through the Batch API (OpenAI: 0.5); empty: no Batch API",
+    )
+
+
+_DISCOUNT_RANGE = Q(batch_discount__isnull=True) | Q(batch_discount__gte=0, batch_discount__lte=1)
+
+
 class Endpoint(models.Model):
     """A named model at a provider, owned by curators. Researchers choose one by name; they
     never type a URL or a variable name (see grading.endpoint_rules for what is allowed)."""
@@ -121,7 +134,14 @@ class Endpoint(models.Model):
     reasoning = models.BooleanField(default=False, help_text="A reasoning model: no temperature")
     reasoning_effort = models.CharField(max_length=8, choices=ReasoningEffort.choices, blank=True, default="")
     temperature = models.FloatField(null=True, blank=True, default=0.0, help_text="Empty to leave it to the model")
-    max_output_tokens = models.PositiveIntegerField(default=2048)
+    # Empty: no output limit is sent (the model's own applies), as the reference sends none to
+    # a reasoning grader.
+    max_output_tokens = models.PositiveIntegerField(
+        null=True, blank=True, default=2048, help_text="Empty to send no output limit"
+    )
+    # Sent before the conversation as a system message (a developer message on Responses),
+    # as the reference's samplers do; empty: none.
+    system_message = models.TextField(blank=True, default="")
     structured_output = models.BooleanField(
         default=False, help_text="The endpoint honours a strict JSON schema for the grader's answer"
     )
@@ -129,6 +149,7 @@ class Endpoint(models.Model):
     price_input = _price_field("input tokens")
     price_cached_input = _price_field("cached input tokens (empty: the input price)")
     price_output = _price_field("output tokens (reasoning tokens included)")
+    batch_discount = _discount_field()
     requests_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
     tokens_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
     max_concurrency = models.PositiveIntegerField(
@@ -159,6 +180,7 @@ class Endpoint(models.Model):
                 & (Q(price_output__isnull=True) | Q(price_output__gte=0)),
                 name="endpoint_prices_not_negative",
             ),
+            models.CheckConstraint(condition=_DISCOUNT_RANGE, name="endpoint_batch_discount_range"),
         ]
 
     def __str__(self) -> str:
@@ -188,12 +210,14 @@ class GraderConfig(models.Model):
     reasoning = models.BooleanField(default=False)
     reasoning_effort = models.CharField(max_length=8, choices=ReasoningEffort.choices, blank=True, default="")
     temperature = models.FloatField(null=True, blank=True, default=0.0)
-    max_tokens = models.PositiveIntegerField(default=2048)
+    max_tokens = models.PositiveIntegerField(null=True, blank=True, default=2048)
+    system_message = models.TextField(blank=True, default="")
     structured_output = models.BooleanField(default=False)
     timeout_seconds = models.FloatField(default=60.0)
     price_input = _price_field("input tokens")
     price_cached_input = _price_field("cached input tokens")
     price_output = _price_field("output tokens")
+    batch_discount = _discount_field()
     # Limits of the endpoint, kept by all workers together (when Redis is configured).
     requests_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
     tokens_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
@@ -205,6 +229,7 @@ class GraderConfig(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(condition=Q(timeout_seconds__gt=0), name="grader_timeout_positive"),
+            models.CheckConstraint(condition=_DISCOUNT_RANGE, name="grader_batch_discount_range"),
         ]
 
     def __str__(self) -> str:
@@ -233,7 +258,7 @@ class Run(models.Model):
         SUBSET_VERSION = "subset_version", "the rubrics of a frozen subset version"
         SOURCE_RUN = "source_run", "the items the source run graded"
         RUBRIC_CHANGES = "rubric_changes", "the criteria added or edited since the source run"
-        # An imported file's items; also a run recorded before runs had plans (migration 0009).
+        # An imported file's items; also a run recorded before runs had plans (migration 0011).
         STORED = "stored", "its stored grades"
 
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -261,6 +286,8 @@ class Run(models.Model):
     policy_config = models.ForeignKey(
         GraderConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="policy_runs"
     )
+    # Graded through the provider's Batch API (grading.pipeline.provider_batches), at its prices.
+    batch = models.BooleanField(default=False, db_default=False)
     # Grader calls in flight at once for this run, across all workers.
     concurrency = models.PositiveIntegerField(default=16)
     # Scoring options, not grading ones: they change the report, never a grade. HealthBench
@@ -342,6 +369,9 @@ class RunBatch(models.Model):
     touched = models.DateTimeField()
     failed_samples = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    # A batched run's work unit graded by live calls all the same: its failed or expired
+    # provider-batch lines, retried live as the researcher chose.
+    live = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["run", "number"]
@@ -411,6 +441,8 @@ class Grade(models.Model):
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
     cache_write_tokens = models.PositiveIntegerField(null=True, blank=True)
     reused = models.BooleanField(default=False)
+    # Answered through the provider's Batch API: its tokens cost the batch prices.
+    batched = models.BooleanField(default=False, db_default=False)
     # sha256 of the grader request (grader, prompt, conversation, response, criterion): an
     # identical request reuses a stored grade instead of calling the API. NULL for grades
     # that came from elsewhere (imported), which no request of ours can match.
@@ -461,3 +493,86 @@ class SampleFailure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run}: sample {self.sample_index} of {self.conversation} failed"
+
+
+class GraderTemplate(models.Model):
+    """A named grader prompt with <<conversation>> and <<rubric_item>>, for runs to grade with.
+    The reference's own template is read from the user's copy of simple-evals
+    (`grader_template import`), never shipped with the product."""
+
+    name = models.CharField(max_length=100, unique=True)
+    text = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    # Where the text came from (a file or a simple-evals copy), for the record.
+    source = models.CharField(max_length=500, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProviderBatch(models.Model):
+    """One batch at the provider (OpenAI's /v1/batches), not to be confused with RunBatch, the
+    work unit a task claims: a batched run's RunBatch sends its requests as one or more
+    provider batches (several when they pass the provider's limits of requests or bytes per
+    file), then polls them and stores their lines as grades (grading.pipeline.provider_batches).
+
+    Every provider id is stored as soon as it is known, so a worker that dies, or a deploy,
+    loses nothing: the next claim of the RunBatch goes on from here. ``requests`` maps each
+    request's key (its ``custom_id``) to what its earlier answers cost and left to try
+    (empty for a first answer); lines that must be asked again (an answer cut off, an
+    unreadable one) go into a provider batch of the next round."""
+
+    class Status(models.TextChoices):
+        NEW = "new", "not sent yet"
+        VALIDATING = "validating"
+        IN_PROGRESS = "in_progress", "in progress"
+        FINALIZING = "finalizing"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        EXPIRED = "expired"
+        CANCELLING = "cancelling"
+        CANCELLED = "cancelled"
+
+    ENDED: ClassVar[tuple[str, ...]] = (Status.COMPLETED, Status.FAILED, Status.EXPIRED, Status.CANCELLED)
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="provider_batches")
+    run_batch = models.ForeignKey(RunBatch, on_delete=models.CASCADE, related_name="provider_batches")
+    round = models.PositiveSmallIntegerField(default=0)
+    part = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEW)
+    requests = models.JSONField(default=dict)
+    input_file_id = models.CharField(max_length=200, blank=True)
+    # When the create request went out: after a crash, the provider is asked for a batch
+    # carrying this row's code before another is created.
+    create_sent = models.DateTimeField(null=True, blank=True)
+    batch_id = models.CharField(max_length=200, blank=True)
+    output_file_id = models.CharField(max_length=200, blank=True)
+    error_file_id = models.CharField(max_length=200, blank=True)
+    cancel_sent = models.DateTimeField(null=True, blank=True)
+    # The provider's request counts, as last polled.
+    total = models.PositiveIntegerField(default=0)
+    completed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    # Its lines are stored as grades (or carried into the next round).
+    collected = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    polled = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run_batch", "round", "part"]
+        constraints = [
+            models.UniqueConstraint(fields=["run_batch", "round", "part"], name="one_provider_batch_per_part"),
+        ]
+        indexes = [
+            # A RunBatch's claim: its provider batches not yet collected.
+            models.Index(fields=["run_batch", "collected"], name="provider_batch_open"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} provider batch {self.batch_id or self.code} ({self.status})"

@@ -54,7 +54,8 @@ def version_rubrics(run: Run, conversation_ids: list[int]) -> dict[int, list[Pla
     """Each conversation's rubric in the run's frozen version, matched to the live criteria it
     was frozen from (by text, points and tags, in rubric order)."""
     version = run.subset_version
-    assert version is not None
+    if version is None:
+        raise ValueError(f"run {run.name!r} has no subset version")
     cluster = only_cluster(run)
     prompt_of = dict(Conversation.objects.filter(id__in=conversation_ids).values_list("id", "prompt_id"))
     snapshot = {entry["prompt_id"]: entry["rubrics"] for entry in version.snapshot}
@@ -107,7 +108,8 @@ def planned_rubrics(run: Run, conversation_ids: list[int]) -> dict[int, list[Pla
 
 def version_counts(run: Run) -> dict[str, int]:
     """prompt_id -> criteria planned, for a run on a frozen version."""
-    assert run.subset_version is not None
+    if run.subset_version is None:
+        raise ValueError(f"run {run.name!r} has no subset version")
     cluster = only_cluster(run)
     return {
         entry["prompt_id"]: sum(not cluster or CLUSTER_TAG in item["tags"] for item in entry["rubrics"])
@@ -163,8 +165,7 @@ def _graded_rubric(run: Run) -> dict[int, dict[object, tuple]]:
     """conversation id -> {criterion id (or ("gone", position)): (text, points, tags)}, the
     items the run's plan holds, as its grades record them."""
     baseline: dict[int, dict[object, tuple]] = {}
-    if run.plan == Run.Plan.RUBRIC_CHANGES:
-        assert run.responses_from is not None
+    if run.plan == Run.Plan.RUBRIC_CHANGES and run.responses_from is not None:
         baseline = _graded_rubric(run.responses_from)
     grades = (
         Grade.objects.filter(run=run)

@@ -59,8 +59,10 @@ def document_refusals(result: dict, generator, request, public) -> dict:
             if (path, method) in LIMITED:
                 refusals["429"] = ("Past the rate limit: `detail` names it and when to try again.", "Error")
                 if LIMITED[(path, method)]:
-                    refusals["503"] = ("The task queue, or the limit's counts, cannot be reached: try again later.",
-                                       "Error")  # fmt: skip
+                    refusals["503"] = (
+                        "The task queue, or the limit's counts, cannot be reached: try again later.",
+                        "Error",
+                    )
             for code, (description, schema) in refusals.items():
                 if code not in responses or "content" not in responses[code]:
                     responses[code] = _response(responses.get(code, {}).get("description") or description, schema)

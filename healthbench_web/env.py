@@ -19,17 +19,50 @@ NAMES_READ: set[str] = set()
 # The variables of this project and its tools, also those read after the endpoint settings
 # or outside settings.py (the list in the README's Configuration section, and more).
 PROJECT_VARIABLES = {
-    "SECRET_KEY", "DATABASE_URL", "DATABASE_NAME", "TEST_DATABASE_NAME", "REDIS_URL", "CELERY_BROKER_URL",
-    "CELERY_BROKER_DIR", "CELERY_TASK_DEFAULT_QUEUE", "CELERY_TASK_ALWAYS_EAGER", "CELERY_TASK_TIME_LIMIT",
-    "DEBUG", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "VAR_DIR", "STATIC_ROOT", "LOG_LEVEL", "PORT",
-    "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD",
-    "DJANGO_SETTINGS_MODULE", "PGPASSWORD", "POSTGRES_PASSWORD",
-    "ENDPOINT_KEY_VARIABLES", "ENDPOINT_ALLOWED_HOSTS", "ENDPOINT_ALLOW_PRIVATE_NETWORKS",
-    "CACHE_URL", "CACHE_KEY_PREFIX", "LOG_FORMAT", "API_RUN_LAUNCH_RATE", "API_TOKEN_RATE", "API_NUM_PROXIES",
-    "CELERY_QUEUE_PREFIX", "CELERY_LEGACY_QUEUE", "CELERY_VISIBILITY_TIMEOUT", "CELERY_WORKER_MAX_TASKS_PER_CHILD",
-    "CELERY_WORKER_MAX_MEMORY_MB", "LOGIN_FAILURE_LIMIT", "LOGIN_LOCKOUT_MINUTES",
-    "WEB_CONCURRENCY", "GUNICORN_TIMEOUT", "GUNICORN_CMD_ARGS",
-}  # fmt: skip
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "DATABASE_NAME",
+    "TEST_DATABASE_NAME",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "CELERY_BROKER_DIR",
+    "CELERY_TASK_DEFAULT_QUEUE",
+    "CELERY_TASK_ALWAYS_EAGER",
+    "CELERY_TASK_TIME_LIMIT",
+    "DEBUG",
+    "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS",
+    "VAR_DIR",
+    "STATIC_ROOT",
+    "LOG_LEVEL",
+    "PORT",
+    "SECURE_SSL_REDIRECT",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+    "SECURE_HSTS_PRELOAD",
+    "DJANGO_SETTINGS_MODULE",
+    "PGPASSWORD",
+    "POSTGRES_PASSWORD",
+    "ENDPOINT_KEY_VARIABLES",
+    "ENDPOINT_ALLOWED_HOSTS",
+    "ENDPOINT_ALLOW_PRIVATE_NETWORKS",
+    "CACHE_URL",
+    "CACHE_KEY_PREFIX",
+    "LOG_FORMAT",
+    "API_RUN_LAUNCH_RATE",
+    "API_TOKEN_RATE",
+    "API_NUM_PROXIES",
+    "CELERY_QUEUE_PREFIX",
+    "CELERY_LEGACY_QUEUE",
+    "CELERY_VISIBILITY_TIMEOUT",
+    "CELERY_WORKER_MAX_TASKS_PER_CHILD",
+    "CELERY_WORKER_MAX_MEMORY_MB",
+    "LOGIN_FAILURE_LIMIT",
+    "LOGIN_LOCKOUT_MINUTES",
+    "WEB_CONCURRENCY",
+    "GUNICORN_TIMEOUT",
+    "GUNICORN_CMD_ARGS",
+}
 VARIABLE_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -67,6 +100,20 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     return value
 
 
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    NAMES_READ.add(name)
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if value != value or (minimum is not None and value < minimum):  # NaN, or too small
+        raise ImproperlyConfigured(f"{name}={raw!r} is below the minimum of {minimum} or not a number")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     NAMES_READ.add(name)
     raw = os.environ.get(name)
@@ -86,8 +133,18 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return by_lower[raw.strip().lower()]
 
 
-_PERIODS = {"s": "second", "sec": "second", "second": "second", "m": "minute", "min": "minute", "minute": "minute",
-            "h": "hour", "hour": "hour", "d": "day", "day": "day"}  # fmt: skip
+_PERIODS = {
+    "s": "second",
+    "sec": "second",
+    "second": "second",
+    "m": "minute",
+    "min": "minute",
+    "minute": "minute",
+    "h": "hour",
+    "hour": "hour",
+    "d": "day",
+    "day": "day",
+}
 
 
 def env_rate(name: str, default: str) -> str:

@@ -13,9 +13,26 @@ import nh3
 from markdown_it import MarkdownIt
 
 TAGS = {
-    "p", "br", "strong", "em", "del", "code", "pre", "blockquote", "ul", "ol", "li", "hr", "a",
-    "table", "thead", "tbody", "tr", "th", "td",
-}  # fmt: skip
+    "p",
+    "br",
+    "strong",
+    "em",
+    "del",
+    "code",
+    "pre",
+    "blockquote",
+    "ul",
+    "ol",
+    "li",
+    "hr",
+    "a",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+}
 ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"style"}, "td": {"style"}, "p": {"class"}}
 URL_SCHEMES = {"http", "https", "mailto"}
 # markdown-it aligns table cells with an inline style; nothing else may be styled.

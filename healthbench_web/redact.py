@@ -53,6 +53,6 @@ def endpoint_keys() -> list[str]:
         from django.conf import settings
 
         names = list(getattr(settings, "ENDPOINT_KEY_VARIABLES", []))
-    except Exception:  # noqa: BLE001 - settings not configured (a tool run outside Django)
+    except Exception:  # settings not configured (a tool run outside Django)
         return []
     return [value for value in (os.environ.get(name, "") for name in names) if len(value) >= MIN_KEY_LENGTH]

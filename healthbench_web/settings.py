@@ -18,6 +18,7 @@ from healthbench_web.env import (
     endpoint_key_variables,
     env_bool,
     env_choice,
+    env_float,
     env_int,
     env_list,
     env_rate,
@@ -318,6 +319,13 @@ ENDPOINT_ALLOW_PRIVATE_NETWORKS = env_bool("ENDPOINT_ALLOW_PRIVATE_NETWORKS", Fa
 # error (an outage, a wrong URL): the run ends "failed" with that error instead of grinding
 # through retries. Refused connections, unknown hosts and 401/403/404 stop it at once.
 GRADING_FAILURE_STREAK = env_int("GRADING_FAILURE_STREAK", 24, minimum=1)
+# Batched runs (the provider's Batch API, grading.pipeline.provider_batches): how often a
+# RunBatch polls its provider batches, the provider's limits per batch file (OpenAI: 50,000
+# requests and 200 MB), and the grades of one RunBatch (each is one or more provider batches).
+GRADING_BATCH_POLL_SECONDS = env_float("GRADING_BATCH_POLL_SECONDS", 60.0, minimum=0.05)
+GRADING_BATCH_MAX_REQUESTS = env_int("GRADING_BATCH_MAX_REQUESTS", 50_000, minimum=1, maximum=50_000)
+GRADING_BATCH_MAX_BYTES = env_int("GRADING_BATCH_MAX_BYTES", 200 * 1024 * 1024, minimum=1024, maximum=200 * 1024 * 1024)
+GRADING_BATCHED_RUN_UNIT = env_int("GRADING_BATCHED_RUN_UNIT", 5_000, minimum=1)
 
 # Proxies in front that append to X-Forwarded-For: the API throttles and the failed-login limit
 # take the client's address from it (healthbench_web/login_limits.py).

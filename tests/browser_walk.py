@@ -5,6 +5,7 @@ AA violation, nor a best-practice one).
 axe-core comes inside the locked axe-playwright-python package; nothing is fetched.
 """
 
+import io
 import os
 import time
 from collections.abc import Iterator
@@ -79,7 +80,7 @@ def _close_connections():
 
 @pytest.fixture
 def demo() -> dict[str, Physician]:
-    call_command("load_demo", password=PASSWORD, stdout=open(os.devnull, "w"))
+    call_command("load_demo", password=PASSWORD, stdout=io.StringIO())
     return {p.user.username: p for p in Physician.objects.select_related("user")}
 
 

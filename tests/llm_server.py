@@ -7,6 +7,10 @@ in modes chosen by the requested model:
   ``need:WORD``; the criterion is met when WORD appears in the response under grading (the
   prompt after its last "assistant:"). The answer is the JSON our grader prompt asks for,
   sometimes inside a fenced block and with text around it, as real models do.
+* a per-response grader request (the ``rubric_grades`` schema, or a prompt asking for a
+  ``{"criteria": [...]}`` answer about numbered items): every item judged by the same rule
+  on the same response, so both grading modes give the same verdicts; ``entry:KIND`` in an
+  item's text spoils its entry (see :func:`chunk_reply`).
 * a policy model (``policy...``): it replies with the words after ``say:`` in the last user
   turn, so a test decides what the sampled responses contain.
 * a reasoning model (a name with ``reasoning`` in it, or starting ``o1``/``o3``/``o4``/
@@ -49,6 +53,9 @@ one of ``429`` (with Retry-After), ``quota`` (429 ``insufficient_quota``), ``too
 ``non_boolean`` (``"criteria_met": "yes"``), ``refusal`` (the grader refuses), ``verbose``
 (about 300 tokens of musing before the verdict, so a smaller output limit cuts it off) and
 ``reset`` (closes the connection without an answer).
+
+The Files and Batch API (``/v1/files``, ``/v1/batches``) is tests.llm_batch_desk, reached as
+``server.batches``: its batches answer each line by these same rules.
 """
 
 from __future__ import annotations
@@ -59,11 +66,13 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.llm_batch_desk import BatchDesk
 from tests.llm_shapes import (
     REFUSAL,
     api_error,
@@ -87,10 +96,27 @@ MUSING = "Let me weigh this criterion against the reply carefully. " * 21  # abo
 RAMBLE = "There is a great deal more to say about this, and I will go on saying it. " * 200
 CACHE_STEP_CHARS = 128 * 4  # OpenAI caches in steps of 128 tokens
 RESPONSES_FIELDS = {
-    "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "reasoning", "text", "store",
-    "metadata", "user", "truncation", "parallel_tool_calls", "tools", "tool_choice", "previous_response_id",
-    "include", "stream", "service_tier", "background",
-}  # fmt: skip
+    "model",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "text",
+    "store",
+    "metadata",
+    "user",
+    "truncation",
+    "parallel_tool_calls",
+    "tools",
+    "tool_choice",
+    "previous_response_id",
+    "include",
+    "stream",
+    "service_tier",
+    "background",
+}
 
 
 def is_reasoning(model: str) -> bool:
@@ -145,6 +171,7 @@ class LLMServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.httpd: ThreadingHTTPServer | None = None
+        self.batches = BatchDesk(self._batch_line)
 
     # --- controls -------------------------------------------------------------------------
 
@@ -237,8 +264,11 @@ class LLMServer:
             self.requests.append((path, body))
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
             said = f" {authorization}." if self.echo_key else ""
-            return api_error(401, f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
-                             code="invalid_api_key")  # fmt: skip
+            return api_error(
+                401,
+                f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
+                code="invalid_api_key",
+            )
         model = str(body.get("model", ""))
         if model.startswith("missing"):
             return api_error(
@@ -262,14 +292,21 @@ class LLMServer:
             return unsupported("reasoning_effort")
         return None
 
-    def answer(self, body: dict, path: str = "/v1/chat/completions") -> tuple[int, dict, dict]:
+    def _batch_line(self, path: str, body: dict, authorization: str) -> tuple[int, dict, dict]:
+        """One line of a provider batch, answered as the live endpoint would, without its latency."""
+        refusal = self.check_request(path, body, authorization)
+        if refusal is not None:
+            return refusal
+        return self.answer(body, path, wait=False)
+
+    def answer(self, body: dict, path: str = "/v1/chat/completions", *, wait: bool = True) -> tuple[int, dict, dict]:
         """(status, extra headers, JSON body) for one request; may sleep."""
         responses = path == "/v1/responses"
         messages = responses_messages(body) if responses else body.get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
         model = str(body.get("model", ""))
         fault = self._fault_for(prompt, hashlib.sha256(f"{model}\n{prompt}".encode()).hexdigest())
-        if self.latency:
+        if self.latency and wait:
             time.sleep(self.latency)
         if fault == "429":
             _, _, error = api_error(429, "Rate limit reached for requests", kind="requests", code="rate_limit_exceeded")
@@ -281,9 +318,11 @@ class LLMServer:
             return quota_error()
         if fault == "too_long":
             return api_error(
-                400, "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
-                param="messages", code="context_length_exceeded",
-            )  # fmt: skip
+                400,
+                "This model's maximum context length is 8192 tokens. Please reduce the length of the messages.",
+                param="messages",
+                code="context_length_exceeded",
+            )
         if fault == "500":
             return api_error(500, "The server had an error", kind="server_error")
         if fault == "slow":
@@ -301,6 +340,8 @@ class LLMServer:
             content, refusal = "", REFUSAL
         elif fault == "verbose":
             content = MUSING + grader_reply(prompt, structured=True)
+        elif is_chunk_request(body, prompt):
+            content = chunk_reply(prompt, structured=wants_schema(body))
         else:
             content = grader_reply(prompt, structured=wants_schema(body))
         reasoning = 0
@@ -320,9 +361,14 @@ class LLMServer:
         if responses:
             usage = responses_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
             reply = responses_reply(
-                body, model, content=content, refusal=refusal, truncated=truncated,
-                reasoning_item=is_reasoning(model), usage=usage,
-            )  # fmt: skip
+                body,
+                model,
+                content=content,
+                refusal=refusal,
+                truncated=truncated,
+                reasoning_item=is_reasoning(model),
+                usage=usage,
+            )
             return 200, headers, reply
         usage = chat_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
         return 200, headers, chat_completion(model, content=content, refusal=refusal, truncated=truncated, usage=usage)
@@ -376,6 +422,62 @@ def grader_reply(prompt: str, *, structured: bool = False) -> str:
     return f"Here is my judgement.\n{answer}\nI hope this helps."
 
 
+CHUNK_HEADING = "\n# The rubric items\n"
+CHUNK_ITEM = re.compile(r"^(\d+)\. (.*)$", re.MULTILINE)
+ENTRY_FAULT = re.compile(r"entry:(missing|duplicate|non_boolean|unknown)")
+EXPLANATIONS = {
+    "a few words": ("Named.", "Not there."),
+    "one short sentence": ("The reply names it plainly.", "The reply does not say it anywhere."),
+    "two or three sentences": (
+        "The reply names it plainly in its advice. That is what the criterion asks for.",
+        "The reply does not say it anywhere. The criterion asks for it, so it is not met.",
+    ),
+}
+
+
+def is_chunk_request(body: dict, prompt: str) -> bool:
+    """A per-response request: its schema, or the answer format it asks for in words."""
+    chat = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+    responses = ((body.get("text") or {}).get("format") or {}).get("name")
+    return "rubric_grades" in (chat, responses) or ('{"criteria": [' in prompt and CHUNK_HEADING in prompt)
+
+
+def chunk_reply(prompt: str, *, structured: bool = False) -> str:
+    """Every numbered criterion judged by the per-criterion rule on the same response (so
+    both modes give the same verdicts). A criterion with ``entry:KIND`` gets a faulty entry:
+    left out (missing), given twice with opposite verdicts (duplicate), "yes" for its
+    verdict (non_boolean), or joined by an entry of an id the chunk does not have (unknown)."""
+    head, _, items = prompt.rpartition(CHUNK_HEADING)
+    long, short = next(
+        (v for k, v in EXPLANATIONS.items() if f"Each explanation is {k}" in head), EXPLANATIONS["one short sentence"]
+    )
+    numbered = CHUNK_ITEM.findall(items)
+    entries: list[dict] = []
+    for number, item in numbered:
+        met = grader_met(f"{head}\n{item}")
+        entry = {"id": int(number), "explanation": long if met else short, "criteria_met": met}
+        fault = ENTRY_FAULT.search(item)
+        kind = fault.group(1) if fault else ""
+        if kind == "missing":
+            continue
+        if kind == "non_boolean":
+            entry["criteria_met"] = "yes"
+        entries.append(entry)
+        if kind == "duplicate":
+            entries.append({**entry, "criteria_met": not met})
+        if kind == "unknown":
+            entries.append({**entry, "id": len(numbered) + 1})
+    answer = json.dumps({"criteria": entries})
+    if structured:
+        return answer
+    style = len(prompt) % 3
+    if style == 0:
+        return answer
+    if style == 1:
+        return f"```json\n{answer}\n```"
+    return f"Here are my judgements.\n{answer}\nI hope this helps."
+
+
 def policy_reply(messages: list[dict]) -> tuple[str, str | None]:
     """(text, refusal) of the policy model, as the last user turn directs."""
     last = str(next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""}).get("content", ""))
@@ -395,13 +497,62 @@ class _Handler(BaseHTTPRequestHandler):
     # for the client's delayed ACK (40 ms), which would look like latency.
     disable_nagle_algorithm = True
 
-    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format, *args) -> None:  # `format`: the base class's name
         pass
+
+    def _refused_key(self) -> bool:
+        """The files and batches routes check the key as the others do."""
+        owner, authorization = self.owner, self.headers.get("Authorization", "")
+        if owner.api_key is None or authorization == f"Bearer {owner.api_key}":
+            return False
+        self._send(*api_error(401, "Incorrect API key provided.", code="invalid_api_key"))
+        return True
+
+    def do_GET(self) -> None:
+        path, _, query = self.path.partition("?")
+        path = path.rstrip("/")
+        if self._refused_key():
+            return None
+        desk = self.owner.batches
+        parts = path.split("/")
+        if path.startswith("/v1/files/") and path.endswith("/content") and len(parts) == 5:
+            return self._send(*desk.content(parts[3]))
+        if path.startswith("/v1/files/") and len(parts) == 4:
+            return self._send(*desk.file(parts[3]))
+        if path == "/v1/batches":
+            return self._send(*desk.listing(dict(urllib.parse.parse_qsl(query))))
+        if path.startswith("/v1/batches/") and len(parts) == 4:
+            return self._send(*desk.retrieve(parts[3]))
+        return self._send(404, {}, {"error": {"message": f"no route {self.path}"}})
+
+    def _batch_routes(self, path: str, raw: bytes) -> bool:
+        desk = self.owner.batches
+        parts = path.split("/")
+        if path == "/v1/files":
+            if not self._refused_key():
+                self._send(*desk.upload(self.headers.get("Content-Type", ""), raw))
+            return True
+        if path == "/v1/batches" or (path.startswith("/v1/batches/") and path.endswith("/cancel") and len(parts) == 5):
+            if self._refused_key():
+                return True
+            if path.endswith("/cancel"):
+                self._send(*desk.cancel_batch(parts[3]))
+                return True
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                self._send(*api_error(400, "We could not parse the JSON body of your request."))
+                return True
+            self._send(*desk.create(body, self.headers.get("Authorization", "")))
+            return True
+        return False
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         path = self.path.rstrip("/")
+        if self.owner.redirect_to is None and self._batch_routes(path, raw):
+            return None
         if self.owner.redirect_to is not None:
             with self.owner.lock:
                 self.owner.calls += 1
@@ -433,11 +584,12 @@ class _Handler(BaseHTTPRequestHandler):
             payload = self.owner.error_body(status, payload, path, str(body.get("model")))
         self._send(status, headers, payload)
 
-    def _send(self, status: int, headers: dict, payload: dict) -> None:
-        data = json.dumps(payload).encode()
+    def _send(self, status: int, headers: dict, payload: dict | bytes) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        kind = "application/octet-stream" if isinstance(payload, bytes) else "application/json"
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)

@@ -18,10 +18,16 @@ REQUESTS_PER_MINUTE = 10_000
 TOKENS_PER_MINUTE = 30_000_000
 # LiteLLM's exception class for each status it passes on.
 LITELLM_CLASSES = {
-    400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError", 404: "NotFoundError",
-    408: "Timeout", 422: "UnprocessableEntityError", 429: "RateLimitError", 500: "InternalServerError",
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    408: "Timeout",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+    500: "InternalServerError",
     503: "ServiceUnavailableError",
-}  # fmt: skip
+}
 
 
 def api_error(status: int, message: str, *, param: str | None = None, code: str | None = None, kind: str = ""):

@@ -80,9 +80,13 @@ _OUTPUT_TEXT = {
     "title": "OutputTextContent",
     "type": "object",
     "required": ["type", "text", "annotations", "logprobs"],
-    "properties": {"type": {"const": "output_text"}, "text": _STR, "annotations": {"type": "array"},
-                   "logprobs": {"type": "array"}},
-}  # fmt: skip
+    "properties": {
+        "type": {"const": "output_text"},
+        "text": _STR,
+        "annotations": {"type": "array"},
+        "logprobs": {"type": "array"},
+    },
+}
 _REFUSAL = {
     "title": "RefusalContent",
     "type": "object",
@@ -144,8 +148,20 @@ RESPONSE = {
     "title": "Response",
     "type": "object",
     "required": [
-        "id", "object", "created_at", "error", "incomplete_details", "instructions", "model", "tools", "output",
-        "parallel_tool_calls", "metadata", "tool_choice", "temperature", "top_p",
+        "id",
+        "object",
+        "created_at",
+        "error",
+        "incomplete_details",
+        "instructions",
+        "model",
+        "tools",
+        "output",
+        "parallel_tool_calls",
+        "metadata",
+        "tool_choice",
+        "temperature",
+        "top_p",
     ],
     "properties": {
         "id": _STR,
@@ -168,7 +184,7 @@ RESPONSE = {
         "parallel_tool_calls": {"type": "boolean"},
         "metadata": {"anyOf": [{"type": "object"}, {"type": "null"}]},
     },
-}  # fmt: skip
+}
 
 ERROR_RESPONSE = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

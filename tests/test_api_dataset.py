@@ -40,7 +40,7 @@ READ_ENDPOINTS = [
 
 @pytest.mark.parametrize("url", READ_ENDPOINTS)
 @pytest.mark.parametrize(
-    "role, expected",
+    ("role", "expected"),
     [(None, 401), (Physician.Role.PHYSICIAN, 403), (Physician.Role.CURATOR, 200), (Physician.Role.RESEARCHER, 200)],
 )
 def test_reads_are_open_to_curators_and_researchers_only(dataset, url, role, expected):
@@ -48,13 +48,14 @@ def test_reads_are_open_to_curators_and_researchers_only(dataset, url, role, exp
 
 
 @pytest.mark.parametrize(
-    "role, expected", [(Physician.Role.PHYSICIAN, 403), (Physician.Role.RESEARCHER, 403), (Physician.Role.CURATOR, 201)]
+    ("role", "expected"),
+    [(Physician.Role.PHYSICIAN, 403), (Physician.Role.RESEARCHER, 403), (Physician.Role.CURATOR, 201)],
 )
 def test_only_curators_create_subsets(dataset, role, expected):
     assert _client(role).post("/api/subsets/", {"name": f"mine-{role}"}, format="json").status_code == expected
 
 
-@pytest.mark.parametrize("role, expected", [(Physician.Role.RESEARCHER, 403), (Physician.Role.CURATOR, 201)])
+@pytest.mark.parametrize(("role", "expected"), [(Physician.Role.RESEARCHER, 403), (Physician.Role.CURATOR, 201)])
 def test_only_curators_freeze(dataset, role, expected):
     assert _client(role).post("/api/subsets/picked/freeze/").status_code == expected
 
@@ -63,8 +64,10 @@ def test_freezing_twice_returns_the_same_version(dataset):
     client = _client(Physician.Role.CURATOR)
     first = client.post("/api/subsets/picked/freeze/").json()
     again = client.post("/api/subsets/picked/freeze/")
-    assert again.status_code == 200 and again.json()["code"] == first["code"]
-    assert first["n_conversations"] == 2 and first["number"] == 1
+    assert again.status_code == 200
+    assert again.json()["code"] == first["code"]
+    assert first["n_conversations"] == 2
+    assert first["number"] == 1
     assert SubsetVersion.objects.count() == 1
     listed = client.get("/api/subset-versions/?subset=picked").json()["results"]
     assert [v["content_hash"] for v in listed] == [first["content_hash"]]
@@ -80,9 +83,11 @@ def test_conversation_detail_has_its_rubric_in_order(dataset):
 def test_lists_are_paginated_and_filtered(dataset):
     client = _client(Physician.Role.CURATOR)
     page = client.get("/api/conversations/?theme=hedging").json()
-    assert page["count"] == 1 and page["results"][0]["prompt_id"] == "p-1"
+    assert page["count"] == 1
+    assert page["results"][0]["prompt_id"] == "p-1"
     clusters = client.get("/api/criteria/?level=cluster").json()
-    assert clusters["count"] == 2 and {c["cluster"] for c in clusters["results"]} == {
+    assert clusters["count"] == 2
+    assert {c["cluster"] for c in clusters["results"]} == {
         "cluster:emergency_behaviour",
         "cluster:emergency_accuracy",
     }
@@ -91,7 +96,8 @@ def test_lists_are_paginated_and_filtered(dataset):
 def test_a_token_is_issued_for_a_username_and_password():
     person("tok", Physician.Role.RESEARCHER)
     response = APIClient().post("/api/token/", {"username": "tok", "password": "pw-tok"}, format="json")
-    assert response.status_code == 200 and len(response.json()["token"]) == 40
+    assert response.status_code == 200
+    assert len(response.json()["token"]) == 40
 
 
 def test_the_schema_and_docs_are_served(dataset):
@@ -100,7 +106,8 @@ def test_the_schema_and_docs_are_served(dataset):
     assert schema.status_code == 200
     assert "/api/conversations/{prompt_id}/" in schema.json()["paths"]
     docs = client.get("/api/docs/")
-    assert docs.status_code == 200 and b"swagger" in docs.content.lower()
+    assert docs.status_code == 200
+    assert b"swagger" in docs.content.lower()
 
 
 def test_a_nul_byte_in_a_filter_is_a_bad_request_not_a_server_error(dataset):

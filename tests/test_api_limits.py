@@ -45,11 +45,13 @@ def test_run_launches_past_the_limit_are_refused_with_429_and_the_limit_named(se
         assert client.post("/api/runs/", _launch(llm_server, source, name), format="json").status_code == 201
     refused = client.post("/api/runs/", _launch(llm_server, source, "third"), format="json")
     assert refused.status_code == 429
-    assert "2/hour" in refused.json()["detail"] and "API_RUN_LAUNCH_RATE" in refused.json()["detail"]
+    assert "2/hour" in refused.json()["detail"]
+    assert "API_RUN_LAUNCH_RATE" in refused.json()["detail"]
     assert int(refused["Retry-After"]) > 0
     # Estimates start no calls: they stay open, and the limit is per user.
     dry = client.post("/api/runs/", _launch(llm_server, source, "third", dry_run=True), format="json")
-    assert dry.status_code == 200 and "estimate" in dry.json()
+    assert dry.status_code == 200
+    assert "estimate" in dry.json()
     other = _client("colleague")
     assert other.post("/api/runs/", _launch(llm_server, source, "third"), format="json").status_code == 201
 
@@ -61,8 +63,16 @@ def test_the_run_form_and_the_api_share_one_launch_limit(settings, llm_server, c
     client.force_login(Physician.objects.get(user__username="both").user)
 
     def form(name: str, action: str = "launch"):
-        fields = {"name": name, "source": "responses", "responses_from": source.code, "grader": "test-grader",
-                  "samples": 1, "concurrency": 4, "use_cache": "on", "action": action}  # fmt: skip
+        fields = {
+            "name": name,
+            "source": "responses",
+            "responses_from": source.code,
+            "grader": "test-grader",
+            "samples": 1,
+            "concurrency": 4,
+            "use_cache": "on",
+            "action": action,
+        }
         return client.post("/runs/new/", fields)
 
     assert api.post("/api/runs/", _launch(llm_server, source, "by-api"), format="json").status_code == 201
@@ -112,7 +122,7 @@ def dataset(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "url, parameter",
+    ("url", "parameter"),
     [
         ("/api/conversations/?theme=bogus", "theme"),
         ("/api/conversations/?subset=no-such-subset", "subset"),
@@ -143,14 +153,21 @@ def test_good_filter_values_still_filter(dataset):
     assert client.get("/api/runs/?status=imported").json()["count"] == 1
     assert client.get("/api/runs/?status=done").json()["count"] == 0
     grades = client.get("/api/runs/imported/grades/?status=graded&prompt_id=conv-0").json()
-    assert grades["count"] == 2 and {g["prompt_id"] for g in grades["results"]} == {"conv-0"}
+    assert grades["count"] == 2
+    assert {g["prompt_id"] for g in grades["results"]} == {"conv-0"}
 
 
 def test_the_schema_lists_the_filters_with_their_choices(dataset):
     schema = _client("reader").get("/api/schema/?format=json").json()
     parameters = {p["name"]: p for p in schema["paths"]["/api/runs/"]["get"]["parameters"]}
-    assert set(parameters["status"]["schema"]["enum"]) == {"pending", "running", "done", "cancelled", "failed",
-                                                           "imported"}  # fmt: skip
+    assert set(parameters["status"]["schema"]["enum"]) == {
+        "pending",
+        "running",
+        "done",
+        "cancelled",
+        "failed",
+        "imported",
+    }
     grades = {p["name"] for p in schema["paths"]["/api/runs/{name}/grades/"]["get"]["parameters"]}
     assert {"status", "prompt_id", "page"} <= grades
     criteria = {p["name"] for p in schema["paths"]["/api/criteria/"]["get"]["parameters"]}

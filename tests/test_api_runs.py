@@ -33,7 +33,8 @@ def _launch(server, source, **extra) -> dict:
 
 
 @pytest.mark.parametrize(
-    "role, expected", [(Physician.Role.PHYSICIAN, 403), (Physician.Role.RESEARCHER, 200), (Physician.Role.CURATOR, 200)]
+    ("role", "expected"),
+    [(Physician.Role.PHYSICIAN, 403), (Physician.Role.RESEARCHER, 200), (Physician.Role.CURATOR, 200)],
 )
 def test_runs_are_listed_for_researchers_and_curators(source, role, expected):
     response = _client(role).get("/api/runs/")
@@ -48,7 +49,8 @@ def test_a_dry_run_returns_the_estimate_and_launches_nothing(source, llm_server)
     )
     assert response.status_code == 200
     estimate = response.json()["estimate"]
-    assert estimate["grader_calls"] == source.grades.count() and estimate["total_tokens"] > 0
+    assert estimate["grader_calls"] == source.grades.count()
+    assert estimate["total_tokens"] > 0
     assert not Run.objects.filter(name="regrade").exists()
 
 
@@ -60,14 +62,18 @@ def test_a_researcher_launches_a_run_and_reads_its_status_grades_and_report(
         created = client.post("/api/runs/", _launch(llm_server, source), format="json")
     assert created.status_code == 201, created.json()
     status = client.get("/api/runs/regrade/").json()
-    assert status["status"] == "done" and status["progress"]["remaining"] == 0
-    assert status["responses_from"] == source.name and status["grader_model"] == "grader"
-    assert status["grader_endpoint"] == "test-grader" and status["progress"]["cost_usd"] is None
+    assert status["status"] == "done"
+    assert status["progress"]["remaining"] == 0
+    assert status["responses_from"] == source.name
+    assert status["grader_model"] == "grader"
+    assert status["grader_endpoint"] == "test-grader"
+    assert status["progress"]["cost_usd"] is None
     assert status["progress"]["usage"]["grader"]["prompt_tokens"] > 0
     grades = client.get("/api/runs/regrade/grades/").json()
     assert grades["count"] == source.grades.count()
     report = client.get("/api/runs/regrade/report/").json()
-    assert "overall_score" in report["metrics"] and report["counts"]["failed"] == 0
+    assert "overall_score" in report["metrics"]
+    assert report["counts"]["failed"] == 0
     assert client.get("/api/runs/regrade/meta-eval/").status_code == 200
 
 
@@ -79,14 +85,16 @@ def test_a_bad_launch_lists_every_problem(source, llm_server):
     )
     assert response.status_code == 400
     problems = " ".join(response.json()["non_field_errors"])
-    assert "already exists" in problems and "concurrency" in problems
+    assert "already exists" in problems
+    assert "concurrency" in problems
 
 
 def test_an_unknown_endpoint_is_a_400_naming_the_field(source, llm_server):
     response = _client(Physician.Role.RESEARCHER).post(
         "/api/runs/", _launch(llm_server, source, grader="nope"), format="json"
     )
-    assert response.status_code == 400 and "grader" in response.json()
+    assert response.status_code == 400
+    assert "grader" in response.json()
 
 
 def test_researchers_list_endpoints_without_their_urls_or_key_variables(llm_server):
@@ -95,8 +103,10 @@ def test_researchers_list_endpoints_without_their_urls_or_key_variables(llm_serv
     )
     researcher = _client(Physician.Role.RESEARCHER)
     listed = researcher.get("/api/endpoints/").json()["results"]
-    assert [e["name"] for e in listed] == ["pro"] and listed[0]["reasoning_effort"] == "low"
-    assert "base_url" not in listed[0] and "key_variable" not in listed[0]
+    assert [e["name"] for e in listed] == ["pro"]
+    assert listed[0]["reasoning_effort"] == "low"
+    assert "base_url" not in listed[0]
+    assert "key_variable" not in listed[0]
     assert researcher.post("/api/endpoints/", {"name": "x"}).status_code == 403
 
 
@@ -110,13 +120,15 @@ def test_physicians_cannot_launch_runs(source, llm_server):
 
 def test_a_finished_run_cannot_be_cancelled(source):
     response = _client(Physician.Role.RESEARCHER).post(f"/api/runs/{source.name}/cancel/")
-    assert response.status_code == 409 and "nothing to cancel" in response.json()["detail"]
+    assert response.status_code == 409
+    assert "nothing to cancel" in response.json()["detail"]
 
 
 def test_a_running_run_is_cancelled(source):
     Run.objects.filter(pk=source.pk).update(status=Run.Status.RUNNING)
     response = _client(Physician.Role.CURATOR).post(f"/api/runs/{source.name}/cancel/")
-    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
 
 
 def test_a_launch_without_a_response_source_is_explained(source, llm_server):
@@ -140,4 +152,5 @@ def test_a_nul_character_in_a_form_field_naming_a_subset_is_a_bad_request(source
     data = {**_launch(llm_server, source, subset="mine\x00", policy="test-grader")}
     del data["responses_from"]
     response = _client(Physician.Role.RESEARCHER).post("/api/runs/", data, format="multipart")
-    assert response.status_code == 400 and "subset" in response.json()
+    assert response.status_code == 400
+    assert "subset" in response.json()

@@ -37,7 +37,8 @@ def test_labeling_after_the_rubric_creates_nothing_and_says_who_was_skipped_and_
     doctors, curator, conv = programme
     _assign(Assignment.Kind.RUBRIC, doctors, curator, conv)
     summary = _assign(Assignment.Kind.LABEL, doctors, curator, conv)
-    assert summary.created == 0 and summary.short == 2
+    assert summary.created == 0
+    assert summary.short == 2
     (reason,) = summary.reasons
     assert reason.startswith("p-1 (2 items): has 0 of 2 physicians")
     assert "skipped physician and physician2, who wrote or write its rubric" in reason
@@ -57,7 +58,8 @@ def test_a_rubric_assigned_after_labeling_withdraws_the_writers_open_labeling_ta
     doctors, curator, conv = programme
     assert _assign(Assignment.Kind.LABEL, doctors, curator, conv).created == 4
     summary = _assign(Assignment.Kind.RUBRIC, doctors, curator, conv)
-    assert summary.created == 2 and summary.withdrawn == 4
+    assert summary.created == 2
+    assert summary.withdrawn == 4
     assert "4 open labeling tasks of the new rubric writers were withdrawn" in str(summary)
     labels = Assignment.objects.filter(kind=Assignment.Kind.LABEL)
     assert set(labels.values_list("status", flat=True)) == {Assignment.Status.WITHDRAWN}
@@ -74,7 +76,8 @@ def test_withdrawn_tasks_leave_the_physicians_home_and_appear_for_the_curator(pr
     assert "Nothing assigned." in card
     assert "2 tasks taken off your list: you write the rubric of their conversations" in card
     progress = client_for(curator).get(reverse("assignments")).text
-    assert "Withdrawn tasks" in progress and progress.count("rubric they wrote") == 4
+    assert "Withdrawn tasks" in progress
+    assert progress.count("rubric they wrote") == 4
 
 
 def test_a_done_labeling_task_stays_done_when_its_physician_gets_the_rubric(programme):

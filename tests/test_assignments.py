@@ -36,7 +36,8 @@ def test_spread_gives_each_item_n_physicians_least_loaded_first():
     assert set(per_item.values()) == {2}
     load = Counter(pid for _, pid in pairs)
     # 12 tasks: physician 1 already had 5, so the other three take them first and evenly.
-    assert load[2] == load[3] == load[4] and load[2] + load[3] + load[4] + load[1] == 12
+    assert load[2] == load[3] == load[4]
+    assert load[2] + load[3] + load[4] + load[1] == 12
     assert load[1] <= 1
 
 
@@ -55,7 +56,8 @@ def test_spread_never_picks_the_same_physician_twice_for_an_item_or_an_excluded_
 
 def test_spread_reports_items_it_could_not_fill():
     pairs, short = spread([(1, None, None)], physician_ids=[7], per_item=3, load={}, assigned={}, excluded={})
-    assert pairs == [((1, None, None), 7)] and short == 1
+    assert pairs == [((1, None, None), 7)]
+    assert short == 1
 
 
 def test_a_curator_assigns_votes_to_n_physicians_per_conversation(world):
@@ -165,7 +167,8 @@ def test_the_preview_offers_to_assign_exactly_what_was_previewed(world):
         reverse("assignments"), {"kind": "consensus_vote", "theme": "hedging", "limit": "7", "per_item": "3"}
     )
     form = page.text.split('<section id="preview"')[1].split("</form>")[0]
-    assert 'name="theme" value="hedging"' in form and 'name="per_item" value="3"' in form
+    assert 'name="theme" value="hedging"' in form
+    assert 'name="per_item" value="3"' in form
     assert 'name="csrfmiddlewaretoken"' in form
     # The filters themselves are a GET form: no CSRF token ends up in an address.
     assert "csrfmiddlewaretoken" not in page.text.split('id="assign-form"')[1].split("</form>")[0]
@@ -183,7 +186,8 @@ def test_progress_per_physician(world):
     world.rubric_task.save()
     page = client_for(world.researcher).get(reverse("assignments")).text
     row = page.split("<td>dr_owner</td>")[1].split("</tr>")[0]
-    assert '<td class="num">1 / 1</td>' in row and '<td class="num">1 / 3</td>' in row
+    assert '<td class="num">1 / 1</td>' in row
+    assert '<td class="num">1 / 3</td>' in row
     assert "Assign</button>" not in page  # researchers read only
 
 

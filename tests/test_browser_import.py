@@ -34,7 +34,8 @@ def test_a_curator_watches_a_large_upload_and_sees_it_imported(browser, live_ser
     assert page.evaluate("window.stayed") is True
     progress = page.evaluate("window.progress")
     # The request body is the file plus the form around it.
-    assert progress and progress[-1][0] == progress[-1][1] >= path.stat().st_size
+    assert progress
+    assert progress[-1][0] == progress[-1][1] >= path.stat().st_size
     page.screenshot(path=str(ARTIFACTS / "import-done.png"), full_page=True)
     assert Conversation.objects.count() == 3000
 
@@ -50,7 +51,8 @@ def test_a_bad_upload_is_listed_by_line_and_field(browser, live_server, tmp_path
     page.click("form[data-upload-progress] button[type=submit]")
     page.wait_for_selector("#import-errors")
     errors = page.inner_text("#import-errors")
-    assert "prompt_id" in errors and "appears twice in the same object" in errors
+    assert "prompt_id" in errors
+    assert "appears twice in the same object" in errors
     assert not Conversation.objects.exists()
 
 

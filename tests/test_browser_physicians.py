@@ -64,7 +64,8 @@ def test_1_a_rubric_past_its_sign_warnings_asks_before_it_is_submitted(visit, wi
     page.click("button:has-text('Submit and next')")
     page.wait_for_selector("#confirm-submit")
     numbers = [c.strip() for c in page.inner_text("#confirm-submit h2").split(":")[1].split("Submit")[0].split(",")]
-    assert len(numbers) == 2 and all(n.startswith("#") for n in numbers)
+    assert len(numbers) == 2
+    assert all(n.startswith("#") for n in numbers)
     assert "2 criteria still read against their sign" in physician.text("#confirm-submit")
     physician.wait_focus("#confirm-submit-heading")
     task.refresh_from_db()
@@ -76,7 +77,8 @@ def test_1_a_rubric_past_its_sign_warnings_asks_before_it_is_submitted(visit, wi
     task.refresh_from_db()
     assert task.is_done
     # On to the next task: no rubric left, so the ideal response.
-    assert "/ideal/" in page.url and "submitted" in physician.text("#messages")
+    assert "/ideal/" in page.url
+    assert "submitted" in physician.text("#messages")
     physician.check("next task after the rubric")
 
 
@@ -96,7 +98,8 @@ def test_2_and_3_an_ideal_response_survives_an_expired_session_and_leads_to_the_
     page.on("dialog", lambda dialog: (warned.append(dialog.type), dialog.dismiss() if stay[0] else dialog.accept()))
     page.keyboard.type(" More")
     page.click("a:has-text('Guidelines for this task')")
-    assert warned == ["beforeunload"] and "/ideal/" in page.url
+    assert warned == ["beforeunload"]
+    assert "/ideal/" in page.url
     page.wait_for_selector("#draft-status:has-text('Draft saved')")
 
     # The session ends on the server while the physician keeps typing.
@@ -159,14 +162,16 @@ def test_3_4_5_6_7_labeling_keeps_the_comment_can_say_cant_judge_and_goes_by_key
     # The `?` overlay lists this page's keys.
     page.keyboard.press("?")
     assert page.locator("#key-help").is_visible()
-    assert "Met" in physician.text("#key-help") and "Skip to the next item" in physician.text("#key-help")
+    assert "Met" in physician.text("#key-help")
+    assert "Skip to the next item" in physician.text("#key-help")
     physician.check("key overlay")
     page.keyboard.press("Escape")
     # A key pressed while a link has the focus does nothing (WCAG 2.1.4).
     page.focus(".pager a:has-text('Skip')")
     page.keyboard.press("m")
     mine = PhysicianLabel.objects.filter(physician=item.physician, response=item.response, criterion=item.criterion)
-    assert page.url == first_url and not mine.exists()
+    assert page.url == first_url
+    assert not mine.exists()
 
     # A comment being written survives Skip and Previous.
     page.fill("#id_comment", "The dose is not stated")
@@ -190,7 +195,8 @@ def test_3_4_5_6_7_labeling_keeps_the_comment_can_say_cant_judge_and_goes_by_key
     assert page.title().startswith("Item 2 of")
     page.wait_for_function("document.getElementById('announce').textContent.includes('1 of')")
     label = mine.get()
-    assert label.met and label.comment == "The dose is not stated"
+    assert label.met
+    assert label.comment == "The dose is not stated"
     physician.check("next item after a key")
 
     # Can't judge, by key, with a reason.
@@ -202,7 +208,8 @@ def test_3_4_5_6_7_labeling_keeps_the_comment_can_say_cant_judge_and_goes_by_key
     page.click("button:has-text('Send: can')")
     page.wait_for_selector(".label-progress:has-text('2 of')")
     answer = CantJudge.objects.get(physician__user__username="physician")
-    assert answer.reason == "cut_off" and answer.note == "Ends mid-sentence"
+    assert answer.reason == "cut_off"
+    assert answer.note == "Ends mid-sentence"
 
     # Back to the first item: Met is pressed, and its key hint is readable on the chosen button.
     page.goto(first_url)
@@ -253,11 +260,13 @@ def test_ten_vote_tasks_without_the_mouse(visit, demo, width):
     template = Conversation.objects.filter(theme="emergency_referrals").order_by("id").first()
     fresh = [
         Conversation.objects.create(
-            prompt_id=f"keyboard-{width}-{n}", messages=template.messages, example_tags=["theme:emergency_referrals"],
+            prompt_id=f"keyboard-{width}-{n}",
+            messages=template.messages,
+            example_tags=["theme:emergency_referrals"],
             theme="emergency_referrals",
         )
         for n in range(10)
-    ]  # fmt: skip
+    ]
     assert ConsensusCriterion.objects.filter(theme="emergency_referrals").count() >= 2
     physician2 = physician_named("physician2")
     assignments_create(

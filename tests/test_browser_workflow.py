@@ -41,16 +41,20 @@ def test_8_13_the_assignment_preview_says_what_will_happen_before_assign(visit, 
     page = _preview(curator, "label")
     preview = curator.text("#preview")
     # Before anything is created: the tasks per physician, and every item left short with its reason.
-    assert "will be created over" in preview and "physician2:" in preview
+    assert "will be created over" in preview
+    assert "physician2:" in preview
     assert "skipped physician, who still votes on its consensus criteria" in preview
     assert "no consensus criterion is attached yet" in preview
     curator.shot("assign-preview")
     page.click("#preview form button")
     page.wait_for_selector("#messages li")
     message = curator.text("#messages")
-    assert "tasks created over" in message and "1 tasks" not in message and "1 items" not in message
+    assert "tasks created over" in message
+    assert "1 tasks" not in message
+    assert "1 items" not in message
     # The form keeps its values, and the preview shows what is left.
-    assert page.input_value("#id_kind") == "label" and page.input_value("#id_per_item") == "2"
+    assert page.input_value("#id_kind") == "label"
+    assert page.input_value("#id_per_item") == "2"
     page.wait_for_selector("#preview form button")
     curator.check("after assigning")
 
@@ -106,7 +110,8 @@ def test_8_subsets_of_every_kind_and_a_freeze_that_asks_before_it_ends_the_undo(
     page.fill("#id_n", "3")
     page.click("#hard-build button[type=submit]")
     page.wait_for_selector("#preview")
-    assert f"remove {len(before) - 3}" in curator.text("#preview") and hard.members.count() == len(before)
+    assert f"remove {len(before) - 3}" in curator.text("#preview")
+    assert hard.members.count() == len(before)
     curator.check("hard build preview")
     page.click("#confirm")
     page.wait_for_selector("#messages li")
@@ -131,7 +136,8 @@ def test_8_the_endpoint_form_refuses_a_temperature_on_a_reasoning_model(visit, w
     page.wait_for_selector(".form-errors")
     assert "Reasoning models take no temperature" in curator.text(".form-errors")
     field = page.locator(".errorlist", has_text="Reasoning models take no temperature")
-    assert field.count() == 1 and field.is_visible()
+    assert field.count() == 1
+    assert field.is_visible()
     assert not Endpoint.objects.filter(name=f"o-grader-{width}").exists()
     curator.check("temperature refused")
     curator.shot("endpoint-form")
@@ -149,10 +155,12 @@ def test_8_the_endpoint_form_refuses_a_temperature_on_a_reasoning_model(visit, w
 def test_9_the_run_form_puts_every_error_beside_its_field_on_the_first_submit(visit, width):
     researcher = visit("researcher", width)
     page = researcher.go("/runs/new/")
-    assert page.locator("#id_responses_from").is_visible() and not page.locator("#id_policy").is_visible()
+    assert page.locator("#id_responses_from").is_visible()
+    assert not page.locator("#id_policy").is_visible()
     page.fill("#id_name", "demo-run")
     page.check("input[name=source][value=sample]")
-    assert page.locator("#id_policy").is_visible() and not page.locator("#id_responses_from").is_visible()
+    assert page.locator("#id_policy").is_visible()
+    assert not page.locator("#id_responses_from").is_visible()
     page.click("button[value=estimate]")
     page.wait_for_selector(".form-errors")
     for field, message in [
@@ -189,22 +197,33 @@ def test_10_11_first_use_every_page_fits_and_says_what_it_shows(visit, width):
         assert nav.is_visible()
         curator.check("menu open")
     else:
-        assert nav.is_visible() and not curator.page.locator(".menu-toggle").is_visible()
+        assert nav.is_visible()
+        assert not curator.page.locator(".menu-toggle").is_visible()
     curator.shot("home")
-    for path in ["/curator/consensus/", "/stats/", "/curator/subsets/", "/curator/physicians/", "/conversations/",
-                 "/curator/import/", "/endpoints/", "/guidelines/"]:  # fmt: skip
+    for path in [
+        "/curator/consensus/",
+        "/stats/",
+        "/curator/subsets/",
+        "/curator/physicians/",
+        "/conversations/",
+        "/curator/import/",
+        "/endpoints/",
+        "/guidelines/",
+    ]:
         curator.go(path)
 
     researcher = visit("researcher", width)
     page = researcher.go("/runs/")
     row = page.locator("tr", has_text="demo-run")
-    assert row.count() == 1 and "No grading runs yet" not in researcher.text()
+    assert row.count() == 1
+    assert "No grading runs yet" not in researcher.text()
     assert "imported: no endpoint called" in row.inner_text() or run.grader_config is not None
     for path in [f"/runs/{run.code}/", "/reports/", f"/reports/{run.code}/", "/metaeval/", "/endpoints/"]:
         researcher.go(path)
     page = researcher.go(f"/metaeval/report/?run={run.code}")
     explained = researcher.text("#reading-heading + dl")
-    assert "strict majority" in explained and "“undefined” beside a κ" in explained
+    assert "strict majority" in explained
+    assert "“undefined” beside a κ" in explained
     researcher.shot("report")
 
 
@@ -228,14 +247,16 @@ def test_14_the_disagreement_review_separates_an_ambiguous_criterion_from_a_wron
     assert int(overall[2]) == review["physicians_split"]["counts"]["overall"]
     assert int(overall[-1]) == review["grader_against_agreeing_physicians"]["counts"]["overall"]
     csv = page.request.get(f"{researcher.base}/metaeval/download.csv?run={run.code}").text()
-    assert "items_physicians_split" in csv and "items_grader_against_agreeing_physicians" in csv
+    assert "items_physicians_split" in csv
+    assert "items_grader_against_agreeing_physicians" in csv
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_refusals_are_pages_of_the_site_and_back_shows_the_answer_just_given(visit, width):
     physician = visit("physician", width)
     page = physician.go("/curator/subsets/")
-    assert "You cannot do this here" in physician.text() and "This page is not open to your role." in physician.text()
+    assert "You cannot do this here" in physician.text()
+    assert "This page is not open to your role." in physician.text()
     assert page.locator("header.top .brand").is_visible()
     # A refused htmx request shows the refusal page too, instead of seeming to do nothing.
     page = physician.go("/")

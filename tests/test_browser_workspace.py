@@ -168,7 +168,8 @@ def test_a_physician_writes_votes_and_labels_then_a_second_vote_attaches(
         == 2
     )
     attached = Criterion.objects.get(conversation=world.a, consensus_criterion=world.catalogue[1])
-    assert attached.origin == Criterion.Origin.VOTES and attached.tags == world.catalogue[1].tags()
+    assert attached.origin == Criterion.Origin.VOTES
+    assert attached.tags == world.catalogue[1].tags()
     other.close()
 
 

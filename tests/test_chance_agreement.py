@@ -21,11 +21,13 @@ def random_labels(seed: int, *, n_items: int = 300, n_categories: int = 4, p_yes
         k = int(rng.integers(1, 5))
         truth = rng.random() < p_yes
         physicians = rng.choice(8, size=k, replace=False)
-        rows.append({
-            "category": f"cluster:c{i % n_categories}",
-            "binary_labels": [bool(truth if rng.random() < 0.8 else not truth) for _ in range(k)],
-            "anonymized_physician_ids": [f"doc-{p}" for p in physicians],
-        })  # fmt: skip
+        rows.append(
+            {
+                "category": f"cluster:c{i % n_categories}",
+                "binary_labels": [bool(truth if rng.random() < 0.8 else not truth) for _ in range(k)],
+                "anonymized_physician_ids": [f"doc-{p}" for p in physicians],
+            }
+        )
         grader.append(np.nan if rng.random() < 0.05 else float(truth if rng.random() < 0.75 else not truth))
     return rows, np.array(grader)
 
@@ -104,9 +106,14 @@ def test_one_class_only_makes_both_undefined_not_nan():
     labels = labels_from_rows(rows)
     kappa = grader_kappa(labels, [1.0, 1.0, 1.0], n_resamples=20, seed=0)[KAPPA]
     alpha = physician_alpha(labels, n_resamples=20, seed=0)[ALPHA]
-    assert sklearn_kappa(rows, np.ones(3)) is None and package_alpha(rows) is None
-    assert kappa["value"] is None and kappa["low"] is None and kappa["n"] == 6 and kappa["n_defined"] == 0
-    assert alpha["value"] is None and alpha["n_defined"] == 0
+    assert sklearn_kappa(rows, np.ones(3)) is None
+    assert package_alpha(rows) is None
+    assert kappa["value"] is None
+    assert kappa["low"] is None
+    assert kappa["n"] == 6
+    assert kappa["n_defined"] == 0
+    assert alpha["value"] is None
+    assert alpha["n_defined"] == 0
     json.dumps({"k": kappa, "a": alpha}, allow_nan=False)
 
 
@@ -127,7 +134,8 @@ def test_one_rater_per_item_leaves_alpha_undefined_and_kappa_defined():
 def test_a_grader_that_never_labelled_has_no_kappa():
     rows, _ = random_labels(1, n_items=20)
     out = grader_kappa(labels_from_rows(rows), np.full(20, np.nan), n_resamples=10, seed=0)
-    assert out[KAPPA]["value"] is None and out[KAPPA]["n"] == 0
+    assert out[KAPPA]["value"] is None
+    assert out[KAPPA]["n"] == 0
 
 
 def test_intervals_bracket_the_value_and_are_reproducible():
@@ -135,7 +143,8 @@ def test_intervals_bracket_the_value_and_are_reproducible():
     labels = labels_from_rows(rows)
     first = grader_kappa(labels, grader, seed=4)[KAPPA]
     assert first == grader_kappa(labels, grader, seed=4)[KAPPA]
-    assert first["low"] < first["value"] < first["high"] and first["n_defined"] == 1000
+    assert first["low"] < first["value"] < first["high"]
+    assert first["n_defined"] == 1000
     alpha = physician_alpha(labels, seed=4)[ALPHA]
     assert alpha["low"] < alpha["value"] < alpha["high"]
 
@@ -155,7 +164,8 @@ def test_an_interval_matches_a_plain_item_bootstrap_in_distribution():
         truth = [label for i in draw for label in rows[i]["binary_labels"]]
         values.append(cohen_kappa_score(said, truth))
     low, high = np.quantile(values, [0.025, 0.975])
-    assert ours["low"] == pytest.approx(low, abs=0.03) and ours["high"] == pytest.approx(high, abs=0.03)
+    assert ours["low"] == pytest.approx(low, abs=0.03)
+    assert ours["high"] == pytest.approx(high, abs=0.03)
 
 
 def test_every_category_is_listed_even_when_undefined():

@@ -52,13 +52,16 @@ def test_a_researcher_compares_two_runs(client, runs):
     win = comparison["length_controlled_win_rate"]
     assert (win["wins"], win["pairs_counted"], win["win_rate"]) == (2, 2, 1.0)
     page = response.content.decode()
-    assert "Length-controlled win rate" in page and "By axis" in page
+    assert "Length-controlled win rate" in page
+    assert "By axis" in page
 
 
 def test_the_comparison_downloads_as_json(client, runs):
     client.force_login(person("res", Physician.Role.RESEARCHER))
     data = client.get(reverse("compare_runs_json") + f"?a={runs['a'].code}&b={runs['b'].code}").json()
-    assert data["a"] == "a" and data["b"] == "b" and data["shared_conversations"] == 2
+    assert data["a"] == "a"
+    assert data["b"] == "b"
+    assert data["shared_conversations"] == 2
 
 
 def test_physicians_cannot_compare_runs(client, runs):
@@ -76,7 +79,8 @@ def test_an_unknown_run_is_not_found(client, runs):
 def test_the_page_without_a_choice_offers_the_runs(client, runs):
     client.force_login(person("cur", Physician.Role.CURATOR))
     page = client.get(reverse("compare_runs")).content.decode()
-    assert "<option" in page and "Compare" in page
+    assert "<option" in page
+    assert "Compare" in page
 
 
 def test_a_run_compared_with_itself_differs_by_zero_with_a_zero_width_interval(client, runs):
@@ -97,4 +101,5 @@ def test_the_page_says_how_many_prompts_are_shared_and_left_out(client, runs):
     assert (prompts["shared"], prompts["only_a"], prompts["only_b"], prompts["responses_left_out_a"]) == (1, 1, 0, 1)
     assert response.context["comparison"]["overall"]["n_prompts"] == 1
     page = response.content.decode()
-    assert "Paired over the <b>1</b> prompts" in page and "1 prompt only in a (1 response)" in page
+    assert "Paired over the <b>1</b> prompts" in page
+    assert "1 prompt only in a (1 response)" in page

@@ -14,7 +14,8 @@ def test_differences_are_b_minus_a_of_clipped_means_on_shared_prompts_with_an_in
     # A has no score on prompt 3, so only prompts 1 and 2 pair up.
     assert (row["a"], row["b"]) == pytest.approx((0.3, 0.7))
     assert row["difference"] == pytest.approx(0.4)
-    assert row["low"] <= 0.4 <= row["high"] and row["clear"]
+    assert row["low"] <= 0.4 <= row["high"]
+    assert row["clear"]
     assert (row["n_a"], row["n_b"], row["n_prompts"]) == (2, 2, 2)
 
 
@@ -24,7 +25,9 @@ def test_identical_runs_differ_by_exactly_zero_with_a_zero_width_interval():
     prompts = np.repeat(np.arange(20), 3)
     out = metric_differences({"m": values}, prompts, {"m": values.copy()}, prompts[::-1][::-1].copy(), seed=7)["m"]
     assert out["difference"] == 0.0
-    assert out["low"] == 0.0 and out["high"] == 0.0 and not out["clear"]
+    assert out["low"] == 0.0
+    assert out["high"] == 0.0
+    assert not out["clear"]
 
 
 def test_the_interval_holds_only_differences_some_resample_of_prompts_can_give():
@@ -52,14 +55,19 @@ def test_pairing_narrows_the_interval_when_prompts_differ_in_difficulty():
     prompts = np.arange(200)
     row = metric_differences({"m": a}, prompts, {"m": b}, prompts, seed=0)["m"]
     # Unpaired, prompt difficulty (std ~0.29) would swamp a 0.03 shift; paired, it cancels.
-    assert row["high"] - row["low"] < 0.02 and row["clear"]
+    assert row["high"] - row["low"] < 0.02
+    assert row["clear"]
 
 
 def test_runs_without_a_shared_prompt_have_nothing_to_compare():
     assert metric_differences({"m": np.array([0.5])}, [1], {"m": np.array([0.5])}, [2]) == {}
     assert shared_prompts([1, 1, 2, 3], [3, 4]) == {
-        "shared": 1, "only_a": 2, "only_b": 1, "responses_left_out_a": 3, "responses_left_out_b": 1,
-    }  # fmt: skip
+        "shared": 1,
+        "only_a": 2,
+        "only_b": 1,
+        "responses_left_out_a": 3,
+        "responses_left_out_b": 1,
+    }
 
 
 def test_win_rate_counts_only_pairs_of_similar_length():
@@ -81,7 +89,8 @@ def test_win_rate_is_undefined_without_comparable_pairs():
     out = length_controlled_win_rate(
         conversation_a=[1], length_a=[10], score_a=[0.5], conversation_b=[1], length_b=[100], score_b=[0.1]
     )
-    assert out["win_rate"] is None and out["pairs_all"] == 1
+    assert out["win_rate"] is None
+    assert out["pairs_all"] == 1
 
 
 def test_unscored_responses_are_left_out_of_the_win_rate():

@@ -46,7 +46,8 @@ def test_a_bad_file_lists_each_error_by_line_and_writes_nothing(client, curator)
     assert response.status_code == 400
     page = response.content.decode()
     assert "Not imported: 2 problems" in page
-    assert "rubrics[0].points" in page and "0 points is not allowed" in page
+    assert "rubrics[0].points" in page
+    assert "0 points is not allowed" in page
     assert "is not valid JSON" in page
     assert Conversation.objects.count() == 0
 
@@ -57,7 +58,7 @@ def test_a_bad_subset_name_is_explained_beside_the_field(client, curator):
     assert Conversation.objects.count() == 0
 
 
-@pytest.mark.parametrize("role, status", [(Physician.Role.PHYSICIAN, 403), (Physician.Role.RESEARCHER, 403)])
+@pytest.mark.parametrize(("role", "status"), [(Physician.Role.PHYSICIAN, 403), (Physician.Role.RESEARCHER, 403)])
 def test_only_curators_import_and_edit_subsets(client, role, status, dataset):
     client.force_login(person("someone", role))
     assert client.get(reverse("curator_import")).status_code == status
@@ -82,7 +83,8 @@ def test_researchers_read_statistics_and_exports_but_physicians_do_not(client, d
 
 def test_anonymous_visitors_are_sent_to_log_in(client):
     response = client.get(reverse("curator_subsets"))
-    assert response.status_code == 302 and reverse("login") in response["Location"]
+    assert response.status_code == 302
+    assert reverse("login") in response["Location"]
 
 
 def test_a_curator_creates_filters_freezes_and_exports_a_subset(client, curator, dataset):
@@ -94,7 +96,8 @@ def test_a_curator_creates_filters_freezes_and_exports_a_subset(client, curator,
     assert list(Subset.objects.get(name="emergencies").conversations.values_list("prompt_id", flat=True)) == ["p-2"]
     # Freezing would end the undo of the filter just applied: the page asks first.
     asked = client.post(reverse("curator_subset_freeze", args=["emergencies"]))
-    assert asked.status_code == 409 and "give up the undo" in asked.content.decode()
+    assert asked.status_code == 409
+    assert "give up the undo" in asked.content.decode()
     assert not SubsetVersion.objects.filter(subset__name="emergencies").exists()
     change = Subset.objects.get(name="emergencies").changes.get()
     client.post(reverse("curator_subset_freeze", args=["emergencies"]), {"confirm": str(change.id)})
@@ -105,7 +108,8 @@ def test_a_curator_creates_filters_freezes_and_exports_a_subset(client, curator,
     assert [json.loads(x)["prompt_id"] for x in exported.splitlines()] == ["p-2"]
     assert version.number == 1
     page = client.get(reverse("curator_subset", args=["emergencies"])).content.decode()
-    assert "v1" in page and version.content_hash[:16] in page
+    assert "v1" in page
+    assert version.content_hash[:16] in page
 
 
 def test_a_consensus_subset_can_be_made_in_the_browser_and_offers_its_rebuild(client, curator, dataset):
@@ -114,7 +118,8 @@ def test_a_consensus_subset_can_be_made_in_the_browser_and_offers_its_rebuild(cl
     client.post(reverse("curator_subsets"), {"name": "consensus-2", "kind": "consensus"})
     assert Subset.objects.get(name="consensus-2").kind == Subset.Kind.CONSENSUS
     page = client.get(reverse("curator_subset", args=["consensus-2"])).content.decode()
-    assert "Rebuild from attached consensus criteria" in page and "If it only adds, it applies at once" in page
+    assert "Rebuild from attached consensus criteria" in page
+    assert "If it only adds, it applies at once" in page
 
 
 def test_a_duplicate_subset_name_is_explained(client, curator, dataset):
@@ -150,7 +155,7 @@ def test_statistics_of_a_version_use_its_frozen_rubrics(client, curator, dataset
     live = client.get(reverse("curator_stats") + "?subset=picked").context["stats"]
     frozen = client.get(reverse("curator_stats") + "?subset=picked&frozen=1").context["stats"]
     assert (live["criteria"], frozen["criteria"]) == (4, 7)
-    assert dict((a, n) for a, n, _ in frozen["per_axis"])["accuracy"] == 3
+    assert {a: n for a, n, _ in frozen["per_axis"]}["accuracy"] == 3
     assert frozen["turns"]["median"] == 3
 
 
@@ -160,7 +165,8 @@ def test_a_curator_builds_hard_from_run_scores(client, curator, dataset):
     Subset.objects.create(name="hard", kind=Subset.Kind.HARD)
     _graded_run("r1", {"p-1": [True], "p-2": [False]})
     page = client.get(reverse("curator_subset", args=["hard"])).content.decode()
-    assert 'id="hard-build"' in page and "r1" in page
+    assert 'id="hard-build"' in page
+    assert "r1" in page
     response = client.post(reverse("curator_subset_hard", args=["hard"]), {"runs": ["r1"], "n": 1}, follow=True)
     assert "1 added" in response.content.decode()
     assert list(Subset.objects.get(name="hard").conversations.values_list("prompt_id", flat=True)) == ["p-2"]

@@ -92,7 +92,8 @@ def test_demo_run_has_one_grade_per_response_and_criterion(demo):
         grade.criterion.points,
         grade.criterion.tags,
     )
-    assert run.grades.filter(met=True).exists() and run.grades.filter(met=False).exists()
+    assert run.grades.filter(met=True).exists()
+    assert run.grades.filter(met=False).exists()
 
 
 def test_demo_labels_are_on_consensus_criteria_only(demo):
@@ -115,7 +116,9 @@ def test_demo_accounts_can_log_in(demo, client, account):
     assert f"Welcome, {account.username}" in response.text
     physician = Physician.objects.get(user__username=account.username)
     assert physician.role == account.role
-    assert physician.specialty and physician.country and physician.languages
+    assert physician.specialty
+    assert physician.country
+    assert physician.languages
 
 
 def test_root_shows_a_login_page_to_visitors(demo, client):
@@ -153,7 +156,8 @@ def test_demo_dataset_is_written_in_the_public_row_format():
         has_category = any(tag.startswith("physician_agreed_category:") for tag in row["example_tags"])
         assert bool(clusters) == has_category
         for item in row["rubrics"]:
-            assert item["points"] != 0 and -10 <= item["points"] <= 10
+            assert item["points"] != 0
+            assert -10 <= item["points"] <= 10
             assert item["tags"][-1].removeprefix("axis:") in Axis.values
         themes.add(row["example_tags"][0].removeprefix("theme:"))
     assert themes == set(THEMES)
@@ -177,6 +181,7 @@ def test_each_demo_physician_has_open_tasks_of_every_kind_and_none_unblinds_anot
         tasks = Assignment.objects.filter(physician=physician, status=Assignment.Status.OPEN)
         labeled = set(tasks.filter(kind="label").values_list("conversation_id", flat=True))
         blinded = set(tasks.filter(kind__in=["rubric", "consensus_vote"]).values_list("conversation_id", flat=True))
-        assert labeled and not labeled & blinded
+        assert labeled
+        assert not labeled & blinded
         # The open items are really open: no vote or label of theirs is there yet.
         assert not physician.labels.filter(response__conversation_id__in=labeled).exists()

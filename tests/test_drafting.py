@@ -35,7 +35,8 @@ def _drafted():
 def test_a_physician_drafts_a_conversation_and_writes_its_rubric(world):
     response = _post(client_for(world.outsider))
     conv = _drafted().get()
-    assert response.status_code == 302 and response.url == reverse("rubric_editor", args=[conv.code])
+    assert response.status_code == 302
+    assert response.url == reverse("rubric_editor", args=[conv.code])
     assert conv.messages == [{"content": c, "role": r} for r, c in TURNS]
     assert (conv.theme, conv.example_tags, conv.author, conv.canary) == (
         "context_seeking",
@@ -66,7 +67,8 @@ def test_a_drafted_conversation_is_a_valid_healthbench_row(world):
 def test_a_curators_draft_goes_to_the_least_loaded_active_physician(world):
     response = _post(client_for(world.curator))
     conv = _drafted().get()
-    assert response.status_code == 302 and response.url == reverse("home")
+    assert response.status_code == 302
+    assert response.url == reverse("home")
     # The outsider has no open tasks; owner and colleague have several; trial physicians are not chosen.
     assert Assignment.objects.get(conversation=conv).physician == world.outsider
 
@@ -85,18 +87,18 @@ def test_a_curators_draft_goes_to_the_least_loaded_active_physician(world):
 )
 def test_a_bad_draft_is_refused_with_the_reason_beside_the_turns(world, turns, theme, message):
     response = _post(client_for(world.outsider), turns=turns, theme=theme)
-    assert response.status_code == 200 and message in response.text
+    assert response.status_code == 200
+    assert message in response.text
     assert not _drafted().exists()
 
 
 def test_turns_are_added_and_removed_without_javascript(world):
     client = client_for(world.outsider)
     added = _post(client, action="add")
-    assert added.status_code == 200 and added.text.count('name="content"') == 4
-    assert (
-        'id="id_role_4"' in added.text
-        and '<option value="assistant" selected>' in added.text.split('id="id_role_4"')[1][:200]
-    )
+    assert added.status_code == 200
+    assert added.text.count('name="content"') == 4
+    assert 'id="id_role_4"' in added.text
+    assert '<option value="assistant" selected>' in added.text.split('id="id_role_4"')[1][:200]
     removed = _post(client, action="remove")
     assert removed.text.count('name="content"') == 2
     assert not _drafted().exists()

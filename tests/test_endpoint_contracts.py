@@ -55,28 +55,36 @@ def last_body(server) -> tuple[str, dict]:
 def test_a_reasoning_model_gets_max_completion_tokens_and_effort_and_no_temperature(llm_server):
     point = target(llm_server.url, model="o4-mini", reasoning=True, reasoning_effort="low", temperature=None)
     outcome = grade(point)
-    assert outcome.met is True and outcome.reasoning_tokens == 64
+    assert outcome.met is True
+    assert outcome.reasoning_tokens == 64
     path, body = last_body(llm_server)
     assert path == "/v1/chat/completions"
-    assert body["max_completion_tokens"] == 200 and body["reasoning_effort"] == "low"
-    assert "temperature" not in body and "max_tokens" not in body
+    assert body["max_completion_tokens"] == 200
+    assert body["reasoning_effort"] == "low"
+    assert "temperature" not in body
+    assert "max_tokens" not in body
 
 
 def test_a_reasoning_model_sent_temperature_fails_at_once_with_the_providers_words(llm_server):
     # A curator who forgot to tick "reasoning": every call would fail the same way.
     watch = FailureWatch(limit=50)
     outcome = grade(target(llm_server.url, model="gpt-5.4"), watch=watch)
-    assert outcome.met is None and outcome.fatal and outcome.attempts == 1
+    assert outcome.met is None
+    assert outcome.fatal
+    assert outcome.attempts == 1
     assert "Unsupported parameter: 'max_tokens' is not supported with this model" in outcome.error
     assert watch.reason == outcome.error
 
 
 def test_an_ordinary_model_never_gets_reasoning_parameters(llm_server):
     outcome = grade(target(llm_server.url, temperature=0.0))
-    assert outcome.met is True and outcome.reasoning_tokens == 0
+    assert outcome.met is True
+    assert outcome.reasoning_tokens == 0
     _, body = last_body(llm_server)
-    assert body["max_tokens"] == 200 and body["temperature"] == 0.0
-    assert "reasoning_effort" not in body and "max_completion_tokens" not in body
+    assert body["max_tokens"] == 200
+    assert body["temperature"] == 0.0
+    assert "reasoning_effort" not in body
+    assert "max_completion_tokens" not in body
 
 
 def test_the_responses_api_grades_with_input_and_reads_its_usage(llm_server):
@@ -84,13 +92,18 @@ def test_the_responses_api_grades_with_input_and_reads_its_usage(llm_server):
         llm_server.url, model="gpt-5.4", api_style="responses", reasoning=True, reasoning_effort="low", temperature=None
     )
     outcome = grade(point)
-    assert outcome.met is True and outcome.explanation == "The response names it."
-    assert outcome.reasoning_tokens == 64 and outcome.prompt_tokens == len(MET_PROMPT) // 4
+    assert outcome.met is True
+    assert outcome.explanation == "The response names it."
+    assert outcome.reasoning_tokens == 64
+    assert outcome.prompt_tokens == len(MET_PROMPT) // 4
     path, body = last_body(llm_server)
     assert path == "/v1/responses"
     assert body["input"] == [{"role": "user", "content": MET_PROMPT}]
-    assert body["reasoning"] == {"effort": "low"} and body["max_output_tokens"] == 200 and body["store"] is False
-    assert "temperature" not in body and "messages" not in body
+    assert body["reasoning"] == {"effort": "low"}
+    assert body["max_output_tokens"] == 200
+    assert body["store"] is False
+    assert "temperature" not in body
+    assert "messages" not in body
 
 
 def test_structured_output_sends_the_strict_schema_and_gets_bare_json(llm_server):
@@ -101,7 +114,8 @@ def test_structured_output_sends_the_strict_schema_and_gets_bare_json(llm_server
     responses = target(llm_server.url, api_style="responses", structured_output=True)
     outcome = grade(responses, prompt=MET_PROMPT + " again")
     _, body = last_body(llm_server)
-    assert body["text"]["format"]["type"] == "json_schema" and body["text"]["format"]["strict"] is True
+    assert body["text"]["format"]["type"] == "json_schema"
+    assert body["text"]["format"]["strict"] is True
     assert json.loads(outcome.raw_output)["criteria_met"] is True
 
 
@@ -111,7 +125,8 @@ def test_cached_prompt_prefixes_are_reported_by_each_api(make_llm_server):
     first = grade(target(server.url), prefix + "[5] Mentions need:kiwi")
     second = grade(target(server.url), prefix + "[3] Mentions need:mango")
     assert first.cached_tokens == 0
-    assert 0 < second.cached_tokens <= len(prefix) // 4 and second.cached_tokens % 128 == 0
+    assert 0 < second.cached_tokens <= len(prefix) // 4
+    assert second.cached_tokens % 128 == 0
     third = grade(target(server.url, api_style="responses"), prefix + "[2] Mentions need:guava")
     assert third.cached_tokens == second.cached_tokens
 
@@ -152,13 +167,17 @@ def test_a_refused_connection_is_fatal_at_once_and_named_so():
     started = time.monotonic()
     outcome = grade(target(f"http://127.0.0.1:{closed_port()}/v1"), watch=watch)
     assert time.monotonic() - started < 2
-    assert outcome.fatal and outcome.attempts == 1 and "connection refused" in outcome.error
-    assert watch.reason is not None and "connection refused" in watch.reason
+    assert outcome.fatal
+    assert outcome.attempts == 1
+    assert "connection refused" in outcome.error
+    assert watch.reason is not None
+    assert "connection refused" in watch.reason
 
 
 def test_a_host_that_does_not_resolve_is_fatal():
     outcome = grade(target("http://no-such-host.invalid/v1"))
-    assert outcome.fatal and "could not resolve the host" in outcome.error
+    assert outcome.fatal
+    assert "could not resolve the host" in outcome.error
 
 
 def test_a_bad_key_is_fatal_with_the_providers_message(monkeypatch, settings, make_llm_server):
@@ -166,23 +185,30 @@ def test_a_bad_key_is_fatal_with_the_providers_message(monkeypatch, settings, ma
     settings.ENDPOINT_KEY_VARIABLES = ["HB_CONTRACT_KEY"]
     monkeypatch.setenv("HB_CONTRACT_KEY", "sk-wrong")
     outcome = grade(target(server.url, api_key_env="HB_CONTRACT_KEY"))
-    assert outcome.fatal and outcome.error.startswith("HTTP 401 from test: Incorrect API key provided.")
+    assert outcome.fatal
+    assert outcome.error.startswith("HTTP 401 from test: Incorrect API key provided.")
     assert server.authorizations == {"Bearer sk-wrong": 1}
 
 
 def test_an_unknown_model_is_fatal(llm_server):
     outcome = grade(target(llm_server.url, model="missing-model"))
-    assert outcome.fatal and "HTTP 404" in outcome.error and "does not exist" in outcome.error
+    assert outcome.fatal
+    assert "HTTP 404" in outcome.error
+    assert "does not exist" in outcome.error
 
 
 def test_a_streak_of_identical_failures_trips_the_watch_and_stops_the_other_calls(llm_server):
     llm_server.inject("500", times=100)
     watch = FailureWatch(limit=3)
     first = grade(target(llm_server.url), watch=watch)
-    assert first.fatal and first.attempts == 3 and watch.reason.startswith("3 calls in a row failed: HTTP 500")
+    assert first.fatal
+    assert first.attempts == 3
+    assert watch.reason.startswith("3 calls in a row failed: HTTP 500")
     calls = llm_server.calls
     later = grade(target(llm_server.url), watch=watch)
-    assert later.fatal and later.attempts == 0 and llm_server.calls == calls  # nothing more sent
+    assert later.fatal
+    assert later.attempts == 0
+    assert llm_server.calls == calls
 
 
 def test_429s_do_not_count_towards_the_streak(llm_server):
@@ -190,7 +216,8 @@ def test_429s_do_not_count_towards_the_streak(llm_server):
     llm_server.inject("429", times=3)
     watch = FailureWatch(limit=2)
     outcome = grade(target(llm_server.url), watch=watch)
-    assert outcome.met is True and watch.reason is None
+    assert outcome.met is True
+    assert watch.reason is None
 
 
 def test_a_success_ends_the_streak(llm_server):
@@ -198,10 +225,12 @@ def test_a_success_ends_the_streak(llm_server):
     llm_server.inject("500", times=1)
     assert grade(target(llm_server.url), watch=watch).met is True
     llm_server.inject("500", times=1)
-    assert grade(target(llm_server.url), watch=watch).met is True and watch.reason is None
+    assert grade(target(llm_server.url), watch=watch).met is True
+    assert watch.reason is None
 
 
 def test_chat_raises_a_fatal_call_failed_for_a_policy_at_a_closed_port():
     with pytest.raises(CallFailed) as failed:
         run(chat(target(f"http://127.0.0.1:{closed_port()}/v1"), [{"role": "user", "content": "x"}], limiter=NO_LIMIT))
-    assert failed.value.fatal and "connection refused" in str(failed.value)
+    assert failed.value.fatal
+    assert "connection refused" in str(failed.value)

@@ -56,7 +56,8 @@ def test_a_run_grades_end_to_end_with_usage_details_and_cost(make_llm_server, se
     assert run.status == Run.Status.DONE
     assert run_report(run=run).data["score"] == run_report(run=source).data["score"]
     grades = Grade.objects.filter(run=run)
-    assert grades.count() == run.total_items and not grades.filter(status=Grade.Status.FAILED).exists()
+    assert grades.count() == run.total_items
+    assert not grades.filter(status=Grade.Status.FAILED).exists()
     expected_reasoning = 64 if settings_of.get("reasoning") else 0
     assert set(grades.values_list("reasoning_tokens", flat=True)) == {expected_reasoning}
     # Criteria after a response's first share its long prompt prefix: served from the cache.
@@ -69,7 +70,8 @@ def test_a_run_grades_end_to_end_with_usage_details_and_cost(make_llm_server, se
         + Decimal(progress.completion_tokens) * 8
     ) / 1_000_000
     assert progress.cost == expected.quantize(Decimal("0.000001")) > 0
-    assert run.grader_config.endpoint == grader and run.grader_config.reasoning == bool(settings_of.get("reasoning"))
+    assert run.grader_config.endpoint == grader
+    assert run.grader_config.reasoning == bool(settings_of.get("reasoning"))
 
 
 def test_a_sampled_run_keeps_the_policys_usage_and_prices_both(make_llm_server):
@@ -77,30 +79,39 @@ def test_a_sampled_run_keeps_the_policys_usage_and_prices_both(make_llm_server):
     conversations = [conversation_with_rubric(i, n_criteria=3) for i in range(2)]
     grader = endpoint_on(server, **PRICES)
     policy = endpoint_on(
-        server, "policy", model="policy-reasoning", reasoning=True, reasoning_effort="medium", price_input=1,
+        server,
+        "policy",
+        model="policy-reasoning",
+        reasoning=True,
+        reasoning_effort="medium",
+        price_input=1,
         price_output=4,
-    )  # fmt: skip
+    )
     run = launch(grader, subset=subset_of("mine", conversations), policy=policy, samples=2)
     grade_all(run)
     samples = Response.objects.filter(run=run)
-    assert samples.count() == 4 and set(samples.values_list("reasoning_tokens", flat=True)) == {192}
+    assert samples.count() == 4
+    assert set(samples.values_list("reasoning_tokens", flat=True)) == {192}
     assert samples.first().parameters == {"reasoning_effort": "medium", "max_tokens": 2048, "base_url": server.url}
     progress = run_progress(run=run)
     assert progress.sample_reasoning_tokens == 4 * 192
-    assert progress.sample_cost is not None and progress.cost == progress.grader_cost + progress.sample_cost
+    assert progress.sample_cost is not None
+    assert progress.cost == progress.grader_cost + progress.sample_cost
 
 
 def test_without_prices_the_cost_is_unknown_not_zero(llm_server):
     run = launch(endpoint_on(llm_server), imported_run(conversations=1))
     grade_all(run)
     progress = run_progress(run=run)
-    assert progress.cost is None and progress.cost_text.startswith("unknown")
+    assert progress.cost is None
+    assert progress.cost_text.startswith("unknown")
 
 
 def test_a_grader_at_a_closed_port_fails_the_run_in_seconds_with_the_transports_words():
     source = imported_run(conversations=5, samples=2, n_criteria=5)
-    grader = Endpoint.objects.create(name="closed", base_url=f"http://127.0.0.1:{closed_port()}/v1", model="g",
-                                     key_variable="")  # fmt: skip
+    grader = Endpoint.objects.create(
+        name="closed", base_url=f"http://127.0.0.1:{closed_port()}/v1", model="g", key_variable=""
+    )
     run = launch(grader, source, concurrency=1)  # 50 grades: two batches
     started = time.monotonic()
     outcomes = grade_all(run)
@@ -108,7 +119,8 @@ def test_a_grader_at_a_closed_port_fails_the_run_in_seconds_with_the_transports_
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
     assert run.error.startswith("grader endpoint closed: connection refused by http://127.0.0.1:")
-    assert outcomes[0] is Outcome.FAILED and set(outcomes[1:]) == {Outcome.SKIPPED}
+    assert outcomes[0] is Outcome.FAILED
+    assert set(outcomes[1:]) == {Outcome.SKIPPED}
     assert not Grade.objects.filter(run=run).exists()  # missing, for a resume: not "failed" items
     assert not run.batches.filter(status__in=[RunBatch.Status.QUEUED, RunBatch.Status.RUNNING]).exists()
 
@@ -134,7 +146,8 @@ def test_a_run_whose_every_grade_failed_ends_failed_not_done(llm_server):
     grade_all(run)
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
-    assert run.error.startswith("every grade failed: unreadable answer 3 times") and run.error.endswith("(2×)")
+    assert run.error.startswith("every grade failed: unreadable answer 3 times")
+    assert run.error.endswith("(2×)")
 
 
 def test_a_run_with_some_failures_ends_done_with_a_warning(llm_server):
@@ -150,9 +163,11 @@ def test_the_estimate_gives_dollars_with_its_caching_assumption(llm_server):
     source = imported_run(conversations=3, samples=2, n_criteria=5)
     spec = RunSpec(name="x", grader=endpoint_on(llm_server, **PRICES), responses_from=source)
     estimate = plan_estimate(spec, run_plan(spec))
-    assert estimate.cost is not None and estimate.cost > 0
+    assert estimate.cost is not None
+    assert estimate.cost > 0
     text = " ".join(estimate.lines())
-    assert "Cost: about $" in text and "prompt cache serves" in text
+    assert "Cost: about $" in text
+    assert "prompt cache serves" in text
     unpriced = RunSpec(name="y", grader=endpoint_on(llm_server, "unpriced"), responses_from=source)
     line = plan_estimate(unpriced, run_plan(unpriced)).cost_line()
     assert line.startswith("Cost: unknown — no prices are configured for unpriced")

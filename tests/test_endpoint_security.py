@@ -80,7 +80,8 @@ def test_the_api_refuses_a_raw_url_or_key_variable_with_what_to_do(llm_server, s
         assert all("name a grader endpoint" in body[field][0] for field in raw if field != "grader")
         Token.objects.all().delete()
         User.objects.all().delete()
-    assert Run.objects.count() == 1 and llm_server.calls == 0
+    assert Run.objects.count() == 1
+    assert llm_server.calls == 0
     never_sent(llm_server, secrets)
 
 
@@ -89,12 +90,21 @@ def test_the_web_form_refuses_a_raw_url_or_key_variable(llm_server, secrets, var
     source = imported_run(conversations=1)
     endpoint_on(llm_server)
     data = {
-        "name": "x", "source": "responses", "responses_from": str(source.code), "samples": "1", "grader": "test-grader",
-        "concurrency": "4", "grader_base_url": llm_server.url, "grader_api_key_env": variable, "action": "launch",
-    }  # fmt: skip
+        "name": "x",
+        "source": "responses",
+        "responses_from": str(source.code),
+        "samples": "1",
+        "grader": "test-grader",
+        "concurrency": "4",
+        "grader_base_url": llm_server.url,
+        "grader_api_key_env": variable,
+        "action": "launch",
+    }
     response = web_client().post(reverse("run_new"), data)
-    assert response.status_code == 400 and "name a grader endpoint" in response.content.decode()
-    assert Run.objects.count() == 1 and llm_server.calls == 0
+    assert response.status_code == 400
+    assert "name a grader endpoint" in response.content.decode()
+    assert Run.objects.count() == 1
+    assert llm_server.calls == 0
     never_sent(llm_server, secrets)
 
 
@@ -105,10 +115,21 @@ def test_the_command_refuses_a_raw_url_or_key_variable(llm_server, secrets, vari
     for option in ("--grader-api-key-env", "--policy-api-key-env"):
         with pytest.raises(CommandError, match="name a grader endpoint"):
             call_command(
-                "grade", "--name", "x", "--grader", "test-grader", option, variable, "--grader-base-url",
-                llm_server.url, "--responses-from", "imported", stdout=io.StringIO(),
-            )  # fmt: skip
-    assert Run.objects.count() == 1 and llm_server.calls == 0
+                "grade",
+                "--name",
+                "x",
+                "--grader",
+                "test-grader",
+                option,
+                variable,
+                "--grader-base-url",
+                llm_server.url,
+                "--responses-from",
+                "imported",
+                stdout=io.StringIO(),
+            )
+    assert Run.objects.count() == 1
+    assert llm_server.calls == 0
     never_sent(llm_server, secrets)
 
 
@@ -129,7 +150,8 @@ def test_an_endpoint_naming_a_reserved_variable_is_refused_at_launch_and_by_the_
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
     run.refresh_from_db()
-    assert run.status == Run.Status.FAILED and f"{variable} is one of this application's own settings" in run.error
+    assert run.status == Run.Status.FAILED
+    assert f"{variable} is one of this application's own settings" in run.error
     assert llm_server.calls == 0
     never_sent(llm_server, secrets)
 
@@ -146,7 +168,8 @@ def test_an_allowlisted_key_goes_only_to_its_endpoint(make_llm_server, secrets, 
         batch_run(batch_id=batch_id)
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
-    assert set(server.authorizations) == {"Bearer sk-provider"} and bystander.calls == 0
+    assert set(server.authorizations) == {"Bearer sk-provider"}
+    assert bystander.calls == 0
     never_sent(server, secrets)
 
 
@@ -177,12 +200,13 @@ def test_the_allowlist_is_read_from_the_environment(tmp_path):
 
 def test_a_key_variable_off_the_allowlist_is_refused_with_what_to_do(settings):
     settings.ENDPOINT_KEY_VARIABLES = ["OPENAI_API_KEY"]
-    assert key_variable_problem("OPENAI_API_KEY") is None and key_variable_problem("") is None
+    assert key_variable_problem("OPENAI_API_KEY") is None
+    assert key_variable_problem("") is None
     assert "not on the operator's allowlist ENDPOINT_KEY_VARIABLES" in key_variable_problem("HOME")
 
 
 @pytest.mark.parametrize(
-    "url, problem",
+    ("url", "problem"),
     [
         ("http://169.254.169.254/latest/meta-data", "link-local or cloud metadata"),
         ("http://metadata.google.internal/v1", "cloud metadata service"),
@@ -232,13 +256,15 @@ def test_loopback_ipv6_follows_the_private_networks_setting(settings, make_llm_s
     except OSError:
         pytest.skip("this machine has no IPv6 loopback")
     settings.ENDPOINT_ALLOW_PRIVATE_NETWORKS = True
-    assert base_url_problem(server.url) is None and base_url_problem("http://[2002:7f00:1::]/v1") is None
+    assert base_url_problem(server.url) is None
+    assert base_url_problem("http://[2002:7f00:1::]/v1") is None
     source = imported_run(conversations=1, samples=1, n_criteria=2)
     run = run_launch(spec=RunSpec(name="v6", grader=endpoint_on(server), responses_from=source))
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
     run.refresh_from_db()
-    assert run.status == Run.Status.DONE and server.calls == 2
+    assert run.status == Run.Status.DONE
+    assert server.calls == 2
     settings.ENDPOINT_ALLOW_PRIVATE_NETWORKS = False
     assert "loopback or private-network address" in base_url_problem(server.url)
 
@@ -259,7 +285,8 @@ def test_the_worker_refuses_a_url_the_policy_forbids(llm_server, settings):
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
     run.refresh_from_db()
-    assert run.status == Run.Status.FAILED and "loopback or private-network address" in run.error
+    assert run.status == Run.Status.FAILED
+    assert "loopback or private-network address" in run.error
     assert llm_server.calls == 0
 
 
@@ -269,30 +296,41 @@ def test_the_worker_refuses_a_url_the_policy_forbids(llm_server, settings):
 def test_a_curator_adds_the_healthbench_professional_grader_from_its_preset():
     client = web_client(Physician.Role.CURATOR)
     page = client.get(reverse("endpoint_new") + "?preset=healthbench-professional").content.decode()
-    assert 'value="gpt-5.4"' in page and 'value="responses" selected' in page and 'value="low" selected' in page
+    assert 'value="gpt-5.4-2026-03-05"' in page
+    assert 'value="responses" selected' in page
+    assert 'value="low" selected' in page
+    assert 'name="max_output_tokens" min="0" aria-describedby' in page
     form = {
-        "name": "pro", "api_style": "responses", "model": "gpt-5.4", "key_variable": "OPENAI_API_KEY",
-        "reasoning": "on", "reasoning_effort": "low", "temperature": "", "max_output_tokens": "4096",
-        "structured_output": "on", "timeout_seconds": "120", "price_input": "1.25", "price_output": "10",
-    }  # fmt: skip
+        "name": "pro",
+        "api_style": "responses",
+        "model": "gpt-5.4-2026-03-05",
+        "key_variable": "OPENAI_API_KEY",
+        "reasoning": "on",
+        "reasoning_effort": "low",
+        "temperature": "",
+        "max_output_tokens": "",
+        "timeout_seconds": "120",
+        "price_input": "1.25",
+        "price_output": "10",
+    }
     response = client.post(reverse("endpoint_new"), form)
     assert response.status_code == 302, response.content.decode()
     pro = Endpoint.objects.get(name="pro")
     assert (pro.api_style, pro.reasoning, pro.reasoning_effort, pro.temperature) == ("responses", True, "low", None)
+    assert (pro.max_output_tokens, pro.structured_output, pro.system_message) == (None, False, "")
 
 
-def test_the_original_grader_preset_is_chat_at_temperature_zero():
+def test_the_original_grader_preset_is_chat_at_the_reference_temperature():
     page = web_client(Physician.Role.CURATOR).get(reverse("endpoint_new") + "?preset=healthbench-original")
     text = page.content.decode()
-    assert (
-        'value="gpt-4.1-2025-04-14"' in text
-        and 'value="chat" selected' in text
-        and 'name="temperature" value="0.0"' in text
-    )
+    assert 'value="gpt-4.1-2025-04-14"' in text
+    assert 'value="chat" selected' in text
+    assert 'name="temperature" value="0.5"' in text
+    assert "You are a helpful assistant." in text
 
 
 @pytest.mark.parametrize(
-    "changes, message",
+    ("changes", "message"),
     [
         ({"key_variable": "SECRET_KEY"}, "Select a valid choice"),
         ({"base_url": "http://169.254.169.254/v1"}, "link-local or cloud metadata"),
@@ -302,11 +340,19 @@ def test_the_original_grader_preset_is_chat_at_temperature_zero():
 def test_the_endpoint_form_refuses_what_the_policy_forbids(changes, message, settings):
     settings.ENDPOINT_ALLOW_PRIVATE_NETWORKS = False
     form = {
-        "name": "bad", "api_style": "chat", "model": "m", "key_variable": "OPENAI_API_KEY", "temperature": "0",
-        "max_output_tokens": "100", "timeout_seconds": "10", "reasoning": "on", **changes,
-    }  # fmt: skip
+        "name": "bad",
+        "api_style": "chat",
+        "model": "m",
+        "key_variable": "OPENAI_API_KEY",
+        "temperature": "0",
+        "max_output_tokens": "100",
+        "timeout_seconds": "10",
+        "reasoning": "on",
+        **changes,
+    }
     response = web_client(Physician.Role.CURATOR).post(reverse("endpoint_new"), form)
-    assert response.status_code == 400 and message in response.content.decode()
+    assert response.status_code == 400
+    assert message in response.content.decode()
     assert not Endpoint.objects.exists()
 
 
@@ -314,7 +360,8 @@ def test_researchers_read_the_endpoint_list_but_cannot_add_or_edit(llm_server):
     endpoint = endpoint_on(llm_server, price_input=1, price_output=2)
     client = web_client()
     page = client.get(reverse("endpoint_list")).content.decode()
-    assert "test-grader" in page and reverse("endpoint_edit", args=[endpoint.code]) not in page
+    assert "test-grader" in page
+    assert reverse("endpoint_edit", args=[endpoint.code]) not in page
     assert client.get(reverse("endpoint_new")).status_code == 403
     assert client.post(reverse("endpoint_edit", args=[endpoint.code]), {"name": "x"}).status_code == 403
     assert web_client(Physician.Role.PHYSICIAN).get(reverse("endpoint_list")).status_code == 403
@@ -333,13 +380,20 @@ def test_an_endpoint_off_the_allowlist_is_flagged_for_curators_and_in_the_admin(
 def test_the_endpoint_form_refuses_a_temperature_on_a_reasoning_model_beside_the_field():
     client = web_client(Physician.Role.CURATOR)
     form = {
-        "name": "o-grader", "api_style": "chat", "model": "o4-mini", "reasoning": "on", "temperature": "0.7",
-        "max_output_tokens": "2048", "timeout_seconds": "60",
-    }  # fmt: skip
+        "name": "o-grader",
+        "api_style": "chat",
+        "model": "o4-mini",
+        "reasoning": "on",
+        "temperature": "0.7",
+        "max_output_tokens": "2048",
+        "timeout_seconds": "60",
+    }
     response = client.post(reverse("endpoint_new"), form)
     page = response.content.decode()
-    assert response.status_code == 400 and not Endpoint.objects.filter(name="o-grader").exists()
-    assert "Reasoning models take no temperature" in page and 'href="#id_temperature"' in page
+    assert response.status_code == 400
+    assert not Endpoint.objects.filter(name="o-grader").exists()
+    assert "Reasoning models take no temperature" in page
+    assert 'href="#id_temperature"' in page
 
 
 def test_a_reasoning_model_name_saved_without_reasoning_is_warned_about():

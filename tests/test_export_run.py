@@ -59,11 +59,14 @@ def test_a_failed_grade_and_the_length_adjustment_survive_the_round_trip(tmp_pat
         for e in document["metadata"]["example_level_metadata"]
         if any(i["criteria_met"] is None for i in e["rubric_items"])
     ]
-    assert len(failed) == 1 and failed[0]["score"] is None and failed[0]["length_adjusted_score"] is None
+    assert len(failed) == 1
+    assert failed[0]["score"] is None
+    assert failed[0]["length_adjusted_score"] is None
     assert document["metadata"]["length_adjustment"] == {"centre": 30, "penalty_per_500": 0.1}
     import_run(tmp_path / f"{run.name}_allresults.json", name="again")
     again = Run.objects.get(name="again")
-    assert again.scores_length_adjusted and (again.length_centre, again.length_penalty) == (30, 0.1)
+    assert again.scores_length_adjusted
+    assert (again.length_centre, again.length_penalty) == (30, 0.1)
     assert comparable(run_report(run=again).data) == comparable(run_report(run=run).data)
 
 
@@ -199,7 +202,8 @@ def test_it_warns_about_grades_a_run_never_made(tmp_path):
         grade.save()
     err = StringIO()
     call_command("export_run", run.name, out=tmp_path / "x.json", stderr=err)
-    assert "1 grade(s)" in err.getvalue() and "never made" in err.getvalue()
+    assert "1 grade(s)" in err.getvalue()
+    assert "never made" in err.getvalue()
 
 
 def test_the_report_page_offers_the_file_and_the_download_is_the_commands(client, tmp_path):

@@ -36,7 +36,7 @@ def test_a_surrogate_pair_is_one_valid_character_not_a_lone_surrogate():
 
 
 @pytest.mark.parametrize(
-    "text, field, fragment",
+    ("text", "field", "fragment"),
     [
         ('{"a": {"b": ["ok", "x\\ud800"]}}', "a.b[1]", "lone surrogate (\\ud800) at character 2"),
         ('{"a": "\\u0000"}', "a", "NUL character"),

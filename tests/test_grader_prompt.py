@@ -34,7 +34,8 @@ def test_the_default_prompt_holds_the_conversation_the_item_and_the_answer_forma
     )
     assert "user: Two years old.\n\nassistant: Rest." in prompt
     assert "[5] Says rest." in prompt
-    assert '"criteria_met"' in prompt and '"explanation"' in prompt
+    assert '"criteria_met"' in prompt
+    assert '"explanation"' in prompt
     assert "<<" not in prompt
 
 
@@ -61,7 +62,7 @@ def test_a_template_file_is_read_and_checked(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, missing", [("<<conversation>> only", "<<rubric_item>>"), ("nothing", "<<conversation>>")]
+    ("text", "missing"), [("<<conversation>> only", "<<rubric_item>>"), ("nothing", "<<conversation>>")]
 )
 def test_a_template_without_a_placeholder_is_refused_naming_the_file(tmp_path, text, missing):
     path = tmp_path / "bad.txt"
@@ -71,7 +72,7 @@ def test_a_template_without_a_placeholder_is_refused_naming_the_file(tmp_path, t
 
 
 def test_a_missing_template_file_is_named():
-    with pytest.raises(gp.TemplateError, match="cannot read the grader template /nowhere.txt"):
+    with pytest.raises(gp.TemplateError, match=r"cannot read the grader template /nowhere\.txt"):
         gp.load_template("/nowhere.txt")
 
 

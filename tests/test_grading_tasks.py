@@ -53,10 +53,12 @@ def test_regrading_an_imported_run_with_an_agreeing_grader_reproduces_its_report
     assert run.batches.count() > 1
     assert set(grade_all(run)) == {Outcome.DONE}
     run.refresh_from_db()
-    assert run.status == Run.Status.DONE and run.finished is not None
+    assert run.status == Run.Status.DONE
+    assert run.finished is not None
     assert Grade.objects.filter(run=run).count() == Grade.objects.filter(run=source).count() == run.total_items
     assert set(server.faults_served) == {"500", "429", "malformed", "reset", "non_boolean"}
-    assert run_report(run=run).data == run_report(run=source).data
+    # The same numbers; only the regrade knows its grader.
+    assert run_report(run=run).data | {"grader": None} == run_report(run=source).data
 
 
 def test_regrading_a_run_brought_in_by_import_run_reproduces_its_report(server, tmp_path):
@@ -83,7 +85,8 @@ def test_regrading_a_run_brought_in_by_import_run_reproduces_its_report(server, 
     run = run_launch(spec=spec(server, source))
     grade_all(run)
     assert server.faults_served["500"] == server.faults_served["malformed"] == 4
-    assert run_report(run=run).data == run_report(run=source).data
+    # The same numbers; only the regrade knows its grader.
+    assert run_report(run=run).data | {"grader": None} == run_report(run=source).data
 
 
 def test_each_grade_keeps_its_criterion_as_the_source_run_graded_it(server):
@@ -102,7 +105,9 @@ def test_tokens_and_attempts_are_stored_per_grade(server):
     grade_all(run)
     first, second = Grade.objects.filter(run=run).order_by("position")[:2]
     assert (first.attempts, second.attempts) == (2, 1)
-    assert first.prompt_tokens > 0 and first.completion_tokens > 0 and first.request_key
+    assert first.prompt_tokens > 0
+    assert first.completion_tokens > 0
+    assert first.request_key
 
 
 def test_a_grade_that_keeps_failing_is_recorded_failed_and_the_run_still_finishes(server):
@@ -151,10 +156,12 @@ def test_a_batch_under_a_live_lease_cannot_be_claimed_twice(server):
     run = run_launch(spec=spec(server, imported_run()))
     batch_id = run.batches.values_list("id", flat=True)[0]
     first = batch_claim(batch_id=batch_id)
-    assert first is not None and batch_claim(batch_id=batch_id) is None
+    assert first is not None
+    assert batch_claim(batch_id=batch_id) is None
     RunBatch.objects.filter(id=batch_id).update(lease_until=timezone.now() - timedelta(seconds=1))
     second = batch_claim(batch_id=batch_id)
-    assert second is not None and second.token == first.token + 1
+    assert second is not None
+    assert second.token == first.token + 1
     assert first.renew() is False  # the first worker finds out it lost the batch
     assert second.renew() is True
 
@@ -336,7 +343,8 @@ def test_a_missing_api_key_fails_the_run_with_the_reason(server, monkeypatch, se
     run = run_launch(spec=spec(server, imported_run(conversations=1), grader=grader))
     assert set(grade_all(run)) <= {Outcome.FAILED, Outcome.SKIPPED}
     run.refresh_from_db()
-    assert run.status == Run.Status.FAILED and "HB_MISSING_KEY" in run.error
+    assert run.status == Run.Status.FAILED
+    assert "HB_MISSING_KEY" in run.error
     assert server.calls == 0
 
 
@@ -362,9 +370,12 @@ def test_a_sampled_run_stores_k_responses_per_conversation_and_grades_them(serve
         (f"conv-{i}", k) for i in range(3) for k in range(2)
     ]
     sample = responses.get(conversation=conversations[1], sample_index=1)
-    assert sample.source == Response.Source.SAMPLED and sample.model_name == "policy-1"
+    assert sample.source == Response.Source.SAMPLED
+    assert sample.model_name == "policy-1"
     assert sample.parameters == {"temperature": 0.7, "max_tokens": 300, "base_url": server.url}
-    assert sample.text == "Reply: kiwi mango." and sample.prompt_tokens > 0 and sample.completion_tokens > 0
+    assert sample.text == "Reply: kiwi mango."
+    assert sample.prompt_tokens > 0
+    assert sample.completion_tokens > 0
     assert Grade.objects.filter(run=run).count() == run.total_items
     # The policy said kiwi and mango (conversation 1 asks for two words): those criteria are met.
     met = set(Grade.objects.filter(run=run, response=sample, met=True).values_list("position", flat=True))
@@ -428,7 +439,7 @@ def test_a_custom_template_is_sent_as_written_and_identified_by_its_hash(server)
 
 
 @pytest.mark.parametrize(
-    "changes, problem",
+    ("changes", "problem"),
     [
         ({"name": ""}, "the run needs a name"),
         ({"concurrency": 0}, "concurrency must be between 1 and 1000"),

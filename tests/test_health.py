@@ -85,7 +85,8 @@ def test_a_running_redis_is_checked_and_healthy(tmp_path):
     out = _probe(tmp_path, [("health", "/healthz/", "localhost")], REDIS_URL=os.environ["REDIS_URL"])
     assert out["health"]["status"] == 200
     checks = out["health"]["body"]["checks"]
-    assert checks["cache"]["backend"] == "redis" and checks["broker"]["backend"] == "redis"
+    assert checks["cache"]["backend"] == "redis"
+    assert checks["broker"]["backend"] == "redis"
 
 
 def test_an_internal_probe_passes_the_https_redirect_and_the_host_check_in_production(tmp_path):
@@ -101,10 +102,12 @@ def test_an_internal_probe_passes_the_https_redirect_and_the_host_check_in_produ
         ALLOWED_HOSTS="studio.example.org",
         SECURE_SSL_REDIRECT="1",
     )
-    assert out["probe"]["status"] == 200 and out["probe"]["body"]["status"] == "ok"
+    assert out["probe"]["status"] == 200
+    assert out["probe"]["body"]["status"] == "ok"
     # Everything else keeps both protections.
     assert out["page_from_probe_host"]["status"] == 400
-    assert out["page"]["status"] == 301 and out["page"]["location"].startswith("https://studio.example.org/")
+    assert out["page"]["status"] == 301
+    assert out["page"]["location"].startswith("https://studio.example.org/")
 
 
 def test_a_production_process_without_the_static_manifest_is_unhealthy(tmp_path):

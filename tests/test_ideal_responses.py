@@ -49,7 +49,8 @@ def test_without_references_nothing_is_shown_and_nothing_recorded(world):
     task(world.outsider, Assignment.Kind.IDEAL_RESPONSE, conv, condition=IdealResponse.Condition.NO_REFERENCE)
     client = client_for(world.outsider)
     page = client.get(reverse("ideal_editor", args=[conv.code])).text
-    assert "A MODEL RESPONSE" not in page and "No reference responses are shown" in page
+    assert "A MODEL RESPONSE" not in page
+    assert "No reference responses are shown" in page
     client.post(reverse("ideal_editor", args=[conv.code]), {"text": "Mine."})
     ideal = IdealResponse.objects.get(author=world.outsider)
     assert (ideal.condition, ideal.reference_responses) == (IdealResponse.Condition.NO_REFERENCE, [])
@@ -57,7 +58,8 @@ def test_without_references_nothing_is_shown_and_nothing_recorded(world):
 
 def test_an_empty_response_is_refused_beside_the_field(world):
     response = client_for(world.owner).post(reverse("ideal_editor", args=[world.a.code]), {"text": "  "})
-    assert response.status_code == 200 and "Write the response you would give." in response.text
+    assert response.status_code == 200
+    assert "Write the response you would give." in response.text
     assert not IdealResponse.objects.filter(author=world.owner).exists()
 
 

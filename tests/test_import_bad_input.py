@@ -138,7 +138,8 @@ def test_it_lists_every_bad_line_not_just_the_first(tmp_path, capsys):
     with pytest.raises(CommandError):
         call_command("import_healthbench", path)
     report = capsys.readouterr().err
-    assert "line 1, field prompt" in report and "line 3: is not valid JSON" in report
+    assert "line 1, field prompt" in report
+    assert "line 3: is not valid JSON" in report
 
 
 def test_a_missing_file_is_reported_plainly(tmp_path):
@@ -162,7 +163,7 @@ def test_the_command_exits_non_zero_with_the_line_on_stderr(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "command, options",
+    ("command", "options"),
     [
         ("import_healthbench", {}),
         ("import_meta_eval", {}),

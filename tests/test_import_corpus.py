@@ -26,8 +26,11 @@ pytestmark = pytest.mark.django_db
 
 
 def _counts() -> dict[str, int]:
-    return {m._meta.label: m._default_manager.count() for app in ("annotation", "grading")
-            for m in apps.get_app_config(app).get_models()}  # fmt: skip
+    return {
+        m._meta.label: m._default_manager.count()
+        for app in ("annotation", "grading")
+        for m in apps.get_app_config(app).get_models()
+    }
 
 
 @pytest.fixture
@@ -119,7 +122,7 @@ def test_import_run_refuses(case, stored, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "command, case",
+    ("command", "case"),
     [
         ("import_healthbench", next(c for c in bad_inputs.healthbench_cases() if c.name == "deep-nesting")),
         ("import_meta_eval", next(c for c in bad_inputs.meta_eval_cases() if c.name == "lone-surrogate")),
@@ -140,5 +143,6 @@ def test_the_real_command_exits_non_zero_without_a_traceback(command, case, tmp_
         text=True,
     )
     assert done.returncode == 1
-    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "RecursionError" not in done.stderr
     assert case.message in done.stderr

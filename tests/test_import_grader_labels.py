@@ -46,7 +46,8 @@ def test_it_creates_an_imported_run_with_one_graded_grade_per_row(tmp_path, item
     run = Run.objects.get(name="grader-a")
     assert run.status == Run.Status.IMPORTED
     grades = {g.response.completion_id: g for g in run.grades.select_related("response", "criterion")}
-    assert grades["c-1"].met is True and grades["c-2"].met is False
+    assert grades["c-1"].met is True
+    assert grades["c-2"].met is False
     assert grades["c-2"].explanation == "No."
     for grade in grades.values():
         assert grade.status == Grade.Status.GRADED
@@ -107,17 +108,21 @@ def test_it_rejects_an_unknown_completion_id(tmp_path, capsys, items):
 
 def test_it_rejects_a_category_not_attached_to_the_conversation(tmp_path, capsys, items):
     _import_fails(
-        tmp_path, capsys, grader_row("p-1", "c-2", "cluster:hedging_never_attached"),
+        tmp_path,
+        capsys,
+        grader_row("p-1", "c-2", "cluster:hedging_never_attached"),
         match="line 2, field category: cluster:hedging_never_attached is not attached to conversation 'p-1'",
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("value", ["true", 1, None])
 def test_it_rejects_criteria_met_that_is_not_a_json_boolean(tmp_path, capsys, items, value):
     _import_fails(
-        tmp_path, capsys, grader_row("p-1", "c-2", met=value),
+        tmp_path,
+        capsys,
+        grader_row("p-1", "c-2", met=value),
         match=f"line 2, field criteria_met: must be true or false, not {json.dumps(value)}",
-    )  # fmt: skip
+    )
 
 
 def test_it_rejects_a_missing_field(tmp_path, capsys, items):
@@ -134,9 +139,11 @@ def test_it_rejects_truncated_json(tmp_path, capsys, items):
 
 def test_it_rejects_an_item_listed_twice(tmp_path, capsys, items):
     _import_fails(
-        tmp_path, capsys, grader_row("p-1", "c-1", CATEGORY, False),
+        tmp_path,
+        capsys,
+        grader_row("p-1", "c-1", CATEGORY, False),
         match="line 2, field category: this (prompt_id, completion_id, category) item already appears on line 1",
-    )  # fmt: skip
+    )
 
 
 def test_it_refuses_an_empty_file(tmp_path, items, capsys):

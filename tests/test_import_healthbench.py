@@ -39,7 +39,8 @@ def test_cluster_items_become_attached_consensus_criteria(tmp_path):
     entry = ConsensusCriterion.objects.get(cluster="cluster:emergency_behaviour")
     assert (entry.points, entry.axis, entry.theme) == (5, "completeness", "emergency_referrals")
     attached = Criterion.objects.get(consensus_criterion=entry)
-    assert attached.level == "cluster" and attached.conversation.prompt_id == "p-2"
+    assert attached.level == "cluster"
+    assert attached.conversation.prompt_id == "p-2"
     assert Criterion.objects.filter(level="example").count() == 2
 
 
@@ -142,7 +143,7 @@ def test_export_of_an_unknown_subset_names_the_known_ones(tmp_path):
     path = tmp_path / "main.jsonl"
     write(path, row("p-1"))
     call_command("import_healthbench", path)
-    with pytest.raises(CommandError, match="no subset named 'nope' .*all"):
+    with pytest.raises(CommandError, match=r"no subset named 'nope' .*all"):
         call_command("export_healthbench", subset="nope")
 
 
@@ -174,7 +175,8 @@ def test_a_dataset_row_completes_a_conversation_first_seen_in_a_meta_eval_file(t
     call_command("import_healthbench", main)
     call_command("import_healthbench", main)
     conversation = Conversation.objects.get(prompt_id="p-9")
-    assert conversation.theme == "hedging" and conversation.canary == data["canary"]
+    assert conversation.theme == "hedging"
+    assert conversation.canary == data["canary"]
     assert conversation.criteria.filter(level="cluster").count() == 1
     assert ConsensusCriterion.objects.get(cluster=CATEGORY).axis == "accuracy"
     assert _export("all", tmp_path) == main.read_text().splitlines()

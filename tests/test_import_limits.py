@@ -26,8 +26,10 @@ def curator(client):
 
 def test_the_import_page_states_its_limits(curator):
     page = curator.get(reverse("curator_import")).content.decode()
-    assert "Files up to 256 MB" in page and "each line at most 16 MB" in page
-    assert 'id="upload-progress"' in page and "upload_progress.js" in page
+    assert "Files up to 256 MB" in page
+    assert "each line at most 16 MB" in page
+    assert 'id="upload-progress"' in page
+    assert "upload_progress.js" in page
 
 
 def test_a_file_over_the_upload_limit_is_refused_beside_the_field(curator, monkeypatch):

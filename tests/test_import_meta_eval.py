@@ -136,15 +136,18 @@ def test_it_counts_a_physician_repeated_with_the_same_label_once_and_warns(tmp_p
     out, err = _import(path)
     assert PhysicianLabel.objects.count() == 2
     assert sorted(PhysicianLabel.objects.values_list("repeats", flat=True)) == [0, 1]
-    assert "line 1: physician" in err and "listed twice with the same label" in err
+    assert "line 1: physician" in err
+    assert "listed twice with the same label" in err
     assert "1 repeated physician labels merged (the reference counts each as a pair)" in out
 
 
 def test_it_rejects_labels_of_different_lengths(tmp_path, capsys):
     _import_fails(
-        tmp_path, capsys, meta_row(labels=(True, False, True), physicians=(0, 1)),
+        tmp_path,
+        capsys,
+        meta_row(labels=(True, False, True), physicians=(0, 1)),
         match="line 2, field anonymized_physician_ids: has 2 entries but binary_labels has 3",
-    )  # fmt: skip
+    )
 
 
 def test_it_rejects_a_non_boolean_label(tmp_path, capsys):
@@ -199,16 +202,20 @@ def test_it_rejects_invalid_utf8(tmp_path, capsys):
 def test_it_rejects_a_rubric_that_contradicts_the_catalogue(tmp_path, capsys):
     ConsensusCriterion.objects.create(cluster=OTHER_CATEGORY, text="The catalogue's own wording.", axis="completeness")
     _import_fails(
-        tmp_path, capsys, meta_row("p-2", "c-2", OTHER_CATEGORY),
+        tmp_path,
+        capsys,
+        meta_row("p-2", "c-2", OTHER_CATEGORY),
         match=f"line 2, field rubric: differs from the catalogue's text for {OTHER_CATEGORY}",
-    )  # fmt: skip
+    )
 
 
 def test_it_rejects_one_physician_labelling_an_item_twice_differently(tmp_path, capsys):
     _import_fails(
-        tmp_path, capsys, meta_row(labels=(True, False, False), physicians=(0, 1, 0)),
+        tmp_path,
+        capsys,
+        meta_row(labels=(True, False, False), physicians=(0, 1, 0)),
         match="line 2, field binary_labels[2]: physician",
-    )  # fmt: skip
+    )
 
 
 def test_it_rejects_a_prompt_that_differs_from_the_stored_conversation(tmp_path, capsys):
@@ -223,26 +230,31 @@ def test_it_rejects_a_completion_whose_text_differs_from_the_stored_response(tmp
     write(path, meta_row("p-2", "c-2"))
     _import(path)
     _import_fails(
-        tmp_path, capsys, meta_row("p-2", "c-2", OTHER_CATEGORY, completion="Something else entirely."),
+        tmp_path,
+        capsys,
+        meta_row("p-2", "c-2", OTHER_CATEGORY, completion="Something else entirely."),
         match="line 2, field completion: completion_id 'c-2' is already stored with another text",
-    )  # fmt: skip
+    )
 
 
 def test_it_rejects_lines_that_disagree_on_a_completion_or_a_rubric(tmp_path, capsys):
     report = _import_fails(
-        tmp_path, capsys,
+        tmp_path,
+        capsys,
         meta_row("good", "good-c", OTHER_CATEGORY, completion="Not what line 1 said."),
         meta_row("p-3", "c-3", CATEGORY, rubric="Another wording of the same category."),
         match="line 2, field completion: differs from line 1, which has the same completion_id 'good-c'",
-    )  # fmt: skip
+    )
     assert f"line 3, field rubric: differs from line 1, which has the same category '{CATEGORY}'" in report
 
 
 def test_it_rejects_an_item_that_appears_twice(tmp_path, capsys):
     _import_fails(
-        tmp_path, capsys, meta_row("good", "good-c", physicians=(2, 3)),
+        tmp_path,
+        capsys,
+        meta_row("good", "good-c", physicians=(2, 3)),
         match="line 2, field category: this (completion_id, category) item already appears on line 1",
-    )  # fmt: skip
+    )
 
 
 def test_it_never_overwrites_a_stored_label(tmp_path, capsys):
@@ -250,9 +262,11 @@ def test_it_never_overwrites_a_stored_label(tmp_path, capsys):
     write(path, meta_row("p-2", "c-2", labels=(True, True)))
     _import(path)
     _import_fails(
-        tmp_path, capsys, meta_row("p-2", "c-2", labels=(True, False)),
+        tmp_path,
+        capsys,
+        meta_row("p-2", "c-2", labels=(True, False)),
         match="line 2, field binary_labels[1]: physician",
-    )  # fmt: skip
+    )
 
 
 def test_the_real_sample_imports_and_reimports_unchanged():
@@ -287,7 +301,8 @@ def test_a_label_only_row_attaches_to_the_stored_conversation_and_response(tmp_p
     out, _ = _import(reduced)
     assert {"conversations": Conversation.objects.count(), "responses": Response.objects.count()} == before
     label = PhysicianLabel.objects.get(physician__anonymized_id=physician(2))
-    assert label.criterion.consensus_criterion.cluster == OTHER_CATEGORY and label.response.text.startswith("Response")
+    assert label.criterion.consensus_criterion.cluster == OTHER_CATEGORY
+    assert label.response.text.startswith("Response")
     assert "1 label-only rows (0 conversations and 0 responses stored without text)" in out
 
 
@@ -297,7 +312,8 @@ def test_label_only_items_of_unknown_conversations_are_kept_without_text(tmp_pat
     write(path, label_only(meta_row("p-9", "c-9")))
     out, _ = _import(path)
     conversation = Conversation.objects.get(prompt_id="p-9")
-    assert conversation.messages == [] and Response.objects.get(completion_id="c-9").text == ""
+    assert conversation.messages == []
+    assert Response.objects.get(completion_id="c-9").text == ""
     # Never in meta-eval: a run on that subset would grade an empty conversation.
     assert set(conversation.subsets.values_list("name", flat=True)) == {"meta-eval-labels-only"}
     assert PhysicianLabel.objects.count() == 2
@@ -308,7 +324,8 @@ def test_label_only_items_of_unknown_conversations_are_kept_without_text(tmp_pat
     out, _ = _import(full)
     assert Conversation.objects.get(prompt_id="p-9").messages != []
     assert Response.objects.get(completion_id="c-9").text.startswith("Response c-9")
-    assert "2 stored texts filled in" in out and PhysicianLabel.objects.count() == 2
+    assert "2 stored texts filled in" in out
+    assert PhysicianLabel.objects.count() == 2
 
 
 def test_a_label_only_row_without_a_catalogued_criterion_says_what_is_missing(tmp_path, capsys):
@@ -348,4 +365,5 @@ def test_a_healthbench_file_fills_in_a_conversation_stored_without_text(tmp_path
     write_healthbench(dataset, incoming)
     call_command("import_healthbench", str(dataset), stdout=StringIO())
     conversation = Conversation.objects.get(prompt_id="p-9")
-    assert conversation.messages == incoming["prompt"] and conversation.example_tags == incoming["example_tags"]
+    assert conversation.messages == incoming["prompt"]
+    assert conversation.example_tags == incoming["example_tags"]

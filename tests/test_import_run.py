@@ -105,7 +105,8 @@ def test_it_imports_one_response_per_example_and_one_grade_per_rubric_item(datas
         [graded_row(dataset["p-1"], [True, False, False]), graded_row(dataset["p-c"], [True, True, False, True])],
     )
     out, _ = import_run(path)
-    assert "2 responses" in out and "7 grades (0 failed)" in out
+    assert "2 responses" in out
+    assert "7 grades (0 failed)" in out
     run = Run.objects.get(name="run-1")
     assert run.status == Run.Status.IMPORTED
     assert run.source_file == str(path)
@@ -237,7 +238,8 @@ def test_a_missing_criteria_met_is_an_error_not_a_failed_grade(dataset, tmp_path
 def test_a_malformed_example_names_its_field(dataset, tmp_path, change, field):
     example = {**graded_row(dataset["p-1"], [True, False, False]), **change}
     message = failed_import(write_results(tmp_path / "r.json", [example]))
-    assert "example 0" in message and f"field {field}:" in message
+    assert "example 0" in message
+    assert f"field {field}:" in message
     assert nothing_written()
 
 
@@ -270,7 +272,8 @@ def test_an_existing_run_name_is_an_error(dataset, tmp_path):
     path = write_results(tmp_path / "r.json", [graded_row(dataset["p-1"], [True, False, False])])
     import_run(path)
     assert "a run named 'run-1' already exists" in failed_import(path)
-    assert Run.objects.count() == 1 and Response.objects.count() == 1
+    assert Run.objects.count() == 1
+    assert Response.objects.count() == 1
 
 
 def test_a_failure_while_writing_grades_leaves_nothing_behind(dataset, tmp_path, monkeypatch):

@@ -26,7 +26,8 @@ def _url(t: Assignment) -> str:
 
 def test_labels_opens_on_the_first_open_item(world, labeler):
     response = labeler.get(reverse("label_next"))
-    assert response.status_code == 302 and response.url == _url(world.label_task)
+    assert response.status_code == 302
+    assert response.url == _url(world.label_task)
 
 
 def test_the_item_shows_the_response_and_the_criterion(world, labeler):
@@ -34,7 +35,9 @@ def test_the_item_shows_the_response_and_the_criterion(world, labeler):
     assert world.responses[0].text in page
     assert world.cluster.text in page
     assert "0</strong> of 2 labeled" in page
-    assert 'data-key="m"' in page and 'data-key="n"' in page and 'data-key="ArrowRight"' in page
+    assert 'data-key="m"' in page
+    assert 'data-key="n"' in page
+    assert 'data-key="ArrowRight"' in page
 
 
 def test_it_never_shows_other_labels_or_the_grader_decision(world, labeler):
@@ -47,11 +50,17 @@ def test_it_never_shows_other_labels_or_the_grader_decision(world, labeler):
     )
     run = Run.objects.create(plan=Run.Plan.STORED, name="run-1")
     Grade.objects.create(
-        run=run, response=world.responses[0], criterion=world.cluster, criterion_text=world.cluster.text,
-        points=5, met=True, explanation="GRADER-EXPLANATION",
-    )  # fmt: skip
+        run=run,
+        response=world.responses[0],
+        criterion=world.cluster,
+        criterion_text=world.cluster.text,
+        points=5,
+        met=True,
+        explanation="GRADER-EXPLANATION",
+    )
     page = labeler.get(_url(world.label_task)).text
-    assert "OTHER-PHYSICIAN-NOTE" not in page and "GRADER-EXPLANATION" not in page
+    assert "OTHER-PHYSICIAN-NOTE" not in page
+    assert "GRADER-EXPLANATION" not in page
     assert "chosen" not in page  # no answer pre-selected: this physician has not labeled it
 
 
@@ -59,7 +68,8 @@ def test_labeling_with_htmx_swaps_in_the_next_item_and_updates_the_address(world
     response = labeler.post(_url(world.label_task), {"met": "yes", "comment": " clear advice "}, **htmx())
     assert response.status_code == 200
     assert response.headers["HX-Push-Url"] == _url(world.next_label_task)
-    assert world.responses[1].text in response.text and "<html" not in response.text
+    assert world.responses[1].text in response.text
+    assert "<html" not in response.text
     label = PhysicianLabel.objects.get(physician=world.colleague)
     assert (label.met, label.comment, label.response, label.criterion) == (
         True,
@@ -73,7 +83,8 @@ def test_labeling_with_htmx_swaps_in_the_next_item_and_updates_the_address(world
 
 def test_labeling_without_javascript_redirects_to_the_next_item(world, labeler):
     response = labeler.post(_url(world.label_task), {"met": "no"})
-    assert response.status_code == 302 and response.url == _url(world.next_label_task)
+    assert response.status_code == 302
+    assert response.url == _url(world.next_label_task)
     assert PhysicianLabel.objects.get(physician=world.colleague).met is False
 
 
@@ -102,7 +113,8 @@ def test_a_label_can_be_changed_and_shows_the_physicians_own_answer(world, label
 
 def test_a_forged_answer_is_refused_and_shown(world, labeler):
     response = labeler.post(_url(world.label_task), {"met": "perhaps"}, **htmx())
-    assert response.status_code == 200 and "Select a valid choice" in response.text
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.text
     assert not PhysicianLabel.objects.exists()
 
 

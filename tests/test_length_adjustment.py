@@ -103,12 +103,14 @@ def test_the_page_and_the_api_show_the_adjusted_score(db, client):
     Run.objects.filter(pk=run.pk).update(length_adjusted=True, length_centre=40, length_penalty=0.2)
     client.force_login(make_user(Physician.Role.RESEARCHER))
     page = client.get(reverse("report_detail", args=[run.code])).content.decode()
-    assert "Length-adjusted score" in page and "beyond 40" in page
+    assert "Length-adjusted score" in page
+    assert "beyond 40" in page
     api = client.get(f"/api/runs/{run.name}/report/").json()
     assert "overall_score_length_adjusted" in api["metrics"]
     assert api["length_adjustment"] == {"centre": 40, "penalty_per_500": 0.2}
     described = client.get(f"/api/runs/{run.name}/").json()
-    assert described["length_adjusted"] is True and described["length_centre"] == 40
+    assert described["length_adjusted"] is True
+    assert described["length_centre"] == 40
 
 
 def test_a_report_cached_before_the_option_changed_is_not_served(db):

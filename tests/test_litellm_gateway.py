@@ -90,9 +90,10 @@ def gateway(tmp_path_factory):
         "DISABLE_ADMIN_UI": "True",
         "LITELLM_LOG": "ERROR",
     }
-    log = Path(home, "proxy.log").open("w")
     command = [str(LITELLM), "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"]
-    proxy = subprocess.Popen(command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT)
+    # The proxy writes to its own copy of the file's descriptor; ours can close at once.
+    with Path(home, "proxy.log").open("w") as log:
+        proxy = subprocess.Popen(command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while True:
         try:
@@ -110,7 +111,6 @@ def gateway(tmp_path_factory):
         proxy.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proxy.kill()
-    log.close()
     upstream.stop()
 
 
@@ -143,24 +143,32 @@ def upstream_calls(gateway: Gateway, model: str) -> int:
     "fields",
     [
         {"model": "grader"},
-        {"model": "gpt-5.4", "api_style": "responses", "reasoning": True, "reasoning_effort": "low",
-         "structured_output": True},
+        {
+            "model": "gpt-5.4",
+            "api_style": "responses",
+            "reasoning": True,
+            "reasoning_effort": "low",
+            "structured_output": True,
+        },
     ],
     ids=["chat", "responses"],
-)  # fmt: skip
+)
 def test_a_run_grades_through_the_gateway_with_usage_and_cost(gateway, fields):
     # Other responses in each mode (the seed), so that each writes prompt prefixes of its own to the cache.
     source = imported_run(conversations=2, samples=2, n_criteria=4, seed=len(fields))
-    run = grade_all(run_launch(spec=RunSpec(name="gw", grader=on_gateway(gateway, **fields, **PRICES),
-                                            responses_from=source)))  # fmt: skip
+    run = grade_all(
+        run_launch(spec=RunSpec(name="gw", grader=on_gateway(gateway, **fields, **PRICES), responses_from=source))
+    )
     assert run.status == Run.Status.DONE, run.error
     assert run_report(run=run).data["score"] == run_report(run=source).data["score"]
     grades = Grade.objects.filter(run=run)
     assert grades.filter(status=Grade.Status.GRADED).count() == run.total_items == 16
-    assert not grades.filter(prompt_tokens=0).exists() and not grades.filter(completion_tokens=0).exists()
+    assert not grades.filter(prompt_tokens=0).exists()
+    assert not grades.filter(completion_tokens=0).exists()
     if fields.get("reasoning"):
         assert set(grades.values_list("reasoning_tokens", flat=True)) == {64}
-    assert grades.filter(cached_tokens__gt=0).exists() and grades.filter(cache_write_tokens__gt=0).exists()
+    assert grades.filter(cached_tokens__gt=0).exists()
+    assert grades.filter(cache_write_tokens__gt=0).exists()
     progress = run_progress(run=run)
     expected = (
         Decimal(progress.prompt_tokens - progress.cached_tokens) * 3
@@ -173,7 +181,7 @@ def test_a_run_grades_through_the_gateway_with_usage_and_cost(gateway, fields):
 
 
 @pytest.mark.parametrize(
-    "fields, words",
+    ("fields", "words"),
     [
         ({"model": "reasoning-grader"}, "Unsupported parameter: 'max_tokens' is not supported with this model"),
         ({"model": "reasoning-grader", "api_style": "responses"}, "Unsupported parameter: 'temperature'"),
@@ -188,7 +196,8 @@ def test_a_fatal_error_the_gateway_wraps_ends_the_run_at_once(gateway, fields, w
         spec=RunSpec(name="gw", grader=on_gateway(gateway, **fields), responses_from=source, concurrency=2)
     )
     run = grade_all(run)
-    assert run.status == Run.Status.FAILED and words in run.error, run.error
+    assert run.status == Run.Status.FAILED, run.error
+    assert words in run.error, run.error
     # Chat: LiteLLM's words around the provider's; Responses: the provider's error JSON, read out of them.
     assert run.error.startswith("grader endpoint via-gateway: HTTP 400 from via-gateway: ")
     assert upstream_calls(gateway, "reasoning-grader") - before <= 2
@@ -203,8 +212,11 @@ def test_refusals_and_cut_off_samples_through_the_gateway(gateway):
     grader = on_gateway(gateway, model="grader")
     # Responses: LiteLLM passes refusal parts and incomplete answers on as they are.
     policy = on_gateway(gateway, "policy", model="policy-1", api_style="responses", max_output_tokens=50)
-    run = grade_all(run_launch(spec=RunSpec(name="gw", grader=grader, policy=policy, samples=1,
-                                            subset=subset_of("mine", conversations))))  # fmt: skip
+    run = grade_all(
+        run_launch(
+            spec=RunSpec(name="gw", grader=grader, policy=policy, samples=1, subset=subset_of("mine", conversations))
+        )
+    )
     assert run.status == Run.Status.DONE, run.error
     samples = Response.objects.filter(run=run)
     assert samples.get(refused=True).text == REFUSAL
@@ -214,8 +226,18 @@ def test_refusals_and_cut_off_samples_through_the_gateway(gateway):
     # Chat Completions: LiteLLM 1.79 drops the refusal field, leaving an empty message. That
     # is a failed sample saying so, never an empty response graded.
     chat_policy = on_gateway(gateway, "policy-chat", model="policy-1")
-    run = grade_all(run_launch(spec=RunSpec(name="gw-chat", grader=grader, policy=chat_policy, samples=1,
-                                            subset=subset_of("first", conversations[:1]))))  # fmt: skip
+    run = grade_all(
+        run_launch(
+            spec=RunSpec(
+                name="gw-chat",
+                grader=grader,
+                policy=chat_policy,
+                samples=1,
+                subset=subset_of("first", conversations[:1]),
+            )
+        )
+    )
     failure = SampleFailure.objects.get(run=run)
-    assert "the answer holds no text" in failure.error and "may have dropped a refusal" in failure.error
+    assert "the answer holds no text" in failure.error
+    assert "may have dropped a refusal" in failure.error
     assert not Response.objects.filter(run=run).exists()

@@ -54,13 +54,16 @@ def test_it_returns_the_answer_and_the_token_usage(llm_server):
     reply = run(chat(endpoint(llm_server), [{"role": "user", "content": MET_PROMPT}], limiter=NO_LIMIT, policy=FAST))
     assert '"criteria_met": true' in reply.content
     assert reply.prompt_tokens == len(MET_PROMPT) // 4
-    assert reply.completion_tokens > 0 and reply.attempts == 1
+    assert reply.completion_tokens > 0
+    assert reply.attempts == 1
 
 
 def test_the_grader_verdict_and_explanation_are_read(llm_server):
     assert ask(llm_server).met is True
     outcome = ask(llm_server, NOT_MET_PROMPT)
-    assert outcome.met is False and outcome.explanation == "It is not there." and outcome.attempts == 1
+    assert outcome.met is False
+    assert outcome.explanation == "It is not there."
+    assert outcome.attempts == 1
 
 
 def test_a_429_is_retried_after_the_time_retry_after_gives(llm_server):
@@ -68,7 +71,8 @@ def test_a_429_is_retried_after_the_time_retry_after_gives(llm_server):
     llm_server.inject("429")
     start = time.monotonic()
     outcome = ask(llm_server)
-    assert outcome.met is True and outcome.attempts == 2
+    assert outcome.met is True
+    assert outcome.attempts == 2
     assert time.monotonic() - start >= 0.4
 
 
@@ -76,7 +80,8 @@ def test_a_429_is_retried_after_the_time_retry_after_gives(llm_server):
 def test_server_errors_and_dropped_connections_are_retried(llm_server, fault):
     llm_server.inject(fault, times=2)
     outcome = ask(llm_server)
-    assert outcome.met is True and outcome.attempts == 3
+    assert outcome.met is True
+    assert outcome.attempts == 3
 
 
 def test_an_answer_slower_than_the_timeout_is_abandoned_and_asked_again(llm_server):
@@ -84,7 +89,8 @@ def test_an_answer_slower_than_the_timeout_is_abandoned_and_asked_again(llm_serv
     llm_server.inject("slow")
     start = time.monotonic()
     outcome = ask(llm_server, timeout=0.3)
-    assert outcome.met is True and outcome.attempts == 2
+    assert outcome.met is True
+    assert outcome.attempts == 2
     assert time.monotonic() - start < 1.5
 
 
@@ -107,20 +113,24 @@ def test_it_gives_up_after_the_last_attempt_and_says_why(llm_server):
 
 def test_a_client_error_is_not_retried(llm_server):
     outcome = ask(llm_server, base_url=llm_server.url + "/nowhere")
-    assert outcome.met is None and outcome.attempts == 1
+    assert outcome.met is None
+    assert outcome.attempts == 1
     assert outcome.error.startswith("HTTP 404")
 
 
 def test_a_grade_that_fails_for_good_has_no_verdict_and_keeps_the_error(llm_server):
     llm_server.inject("500", times=10)
     outcome = ask(llm_server)
-    assert outcome.met is None and outcome.attempts == 4 and "gave up after 4 attempts" in outcome.error
+    assert outcome.met is None
+    assert outcome.attempts == 4
+    assert "gave up after 4 attempts" in outcome.error
 
 
 def test_a_malformed_answer_is_asked_again_and_every_answer_counts_its_tokens(llm_server):
     llm_server.inject("malformed")
     outcome = ask(llm_server)
-    assert outcome.met is True and outcome.attempts == 2
+    assert outcome.met is True
+    assert outcome.attempts == 2
     single = ask(llm_server)
     assert outcome.prompt_tokens == 2 * single.prompt_tokens
 
@@ -128,7 +138,8 @@ def test_a_malformed_answer_is_asked_again_and_every_answer_counts_its_tokens(ll
 def test_a_non_boolean_verdict_is_asked_again_a_bounded_number_of_times(llm_server):
     llm_server.inject("non_boolean", times=5)
     outcome = ask(llm_server)
-    assert outcome.met is None and outcome.attempts == 3
+    assert outcome.met is None
+    assert outcome.attempts == 3
     assert outcome.error == 'unreadable answer 3 times: criteria_met is "yes", not a JSON boolean'
     assert outcome.raw_output == '{"explanation": "Unsure.", "criteria_met": "yes"}'
 
@@ -136,7 +147,7 @@ def test_a_non_boolean_verdict_is_asked_again_a_bounded_number_of_times(llm_serv
 def test_a_named_api_key_variable_that_is_not_set_is_a_configuration_error(monkeypatch, settings):
     settings.ENDPOINT_KEY_VARIABLES = ["HB_TEST_KEY"]
     monkeypatch.delenv("HB_TEST_KEY", raising=False)
-    with pytest.raises(EndpointConfigError, match="HB_TEST_KEY.*is not set"):
+    with pytest.raises(EndpointConfigError, match=r"HB_TEST_KEY.*is not set"):
         CallTarget(base_url="", model="m", api_key_env="HB_TEST_KEY", temperature=0, max_tokens=1, timeout=1).api_key()
 
 
@@ -183,9 +194,14 @@ def test_workers_share_one_rate_limit_through_redis():
     from redis.asyncio import Redis
 
     point = CallTarget(
-        base_url="http://shared.test", model=f"m{time.time()}", api_key_env="", temperature=0, max_tokens=1,
-        timeout=1, requests_per_minute=1200,
-    )  # fmt: skip
+        base_url="http://shared.test",
+        model=f"m{time.time()}",
+        api_key_env="",
+        temperature=0,
+        max_tokens=1,
+        timeout=1,
+        requests_per_minute=1200,
+    )
 
     async def two_workers():
         redis = Redis.from_url(os.environ["REDIS_URL"])

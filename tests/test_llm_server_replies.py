@@ -66,10 +66,12 @@ def test_chat_completions_match_the_specification(llm_server, case):
     status, headers, body = post(llm_server, "/chat/completions", CHAT_CASES[case])
     assert status == 200
     valid(CHAT_COMPLETION, body)
-    assert headers["x-ratelimit-limit-requests"] and headers["x-ratelimit-remaining-tokens"]
+    assert headers["x-ratelimit-limit-requests"]
+    assert headers["x-ratelimit-remaining-tokens"]
     choice = body["choices"][0]
     if "refusal" in case:
-        assert choice["message"]["refusal"] and choice["message"]["content"] is None
+        assert choice["message"]["refusal"]
+        assert choice["message"]["content"] is None
     if "cut-off" in case:
         assert choice["finish_reason"] == "length"
         limit = CHAT_CASES[case].get("max_tokens") or CHAT_CASES[case]["max_completion_tokens"]
@@ -91,11 +93,12 @@ def test_responses_match_the_specification(llm_server, case):
             {"type": "refusal", "refusal": body["output"][-1]["content"][0]["refusal"]}
         ]
     if case == "cut-off":
-        assert body["status"] == "incomplete" and body["incomplete_details"] == {"reason": "max_output_tokens"}
+        assert body["status"] == "incomplete"
+        assert body["incomplete_details"] == {"reason": "max_output_tokens"}
 
 
 @pytest.mark.parametrize(
-    "body, status, code",
+    ("body", "status", "code"),
     [
         (chat("o3", "x", temperature=0), 400, "unsupported_parameter"),
         (responses("grader", "x", reasoning={"effort": "low"}), 400, "unsupported_parameter"),
@@ -108,16 +111,19 @@ def test_responses_match_the_specification(llm_server, case):
 )
 def test_error_replies_match_the_specification(llm_server, body, status, code):
     got, headers, error = post(llm_server, "/responses" if "input" in body else "/chat/completions", body)
-    assert got == status and error["error"]["code"] == code
+    assert got == status
+    assert error["error"]["code"] == code
     valid(ERROR_RESPONSE, error)
     if code == "rate_limit_exceeded":
-        assert headers["x-ratelimit-remaining-requests"] == "0" and headers["Retry-After"]
+        assert headers["x-ratelimit-remaining-requests"] == "0"
+        assert headers["Retry-After"]
 
 
 def test_a_401_can_echo_the_key_it_was_sent(make_llm_server):
     server = make_llm_server(api_key="sk-right-key", echo_key=True)
     status, _, error = post(server, "/chat/completions", chat("grader", "x"), key="sk-wrong-key")
-    assert status == 401 and error["error"]["message"] == "Incorrect API key provided: Bearer sk-wrong-key."
+    assert status == 401
+    assert error["error"]["message"] == "Incorrect API key provided: Bearer sk-wrong-key."
     valid(ERROR_RESPONSE, error)
 
 
@@ -125,14 +131,17 @@ def test_the_gateway_mode_rewrites_errors_as_litellm_does(make_llm_server):
     server = make_llm_server(gateway=True)
     status, _, error = post(server, "/responses", responses("o3", "x", temperature=0))
     assert status == 400
-    assert error["error"]["type"] is None and error["error"]["param"] is None and error["error"]["code"] == "400"
+    assert error["error"]["type"] is None
+    assert error["error"]["param"] is None
+    assert error["error"]["code"] == "400"
     message = error["error"]["message"]
     assert message.startswith("litellm.BadRequestError: OpenAIException - {")
     assert json.loads(message.split(" - ", 1)[1].split(". Received Model Group")[0])["error"]["code"] == (
         "unsupported_parameter"
     )
     status, _, error = post(server, "/chat/completions", chat("grader", "x fault:quota:9"))
-    assert status == 429 and error["error"]["code"] == "429"
+    assert status == 429
+    assert error["error"]["code"] == "429"
     assert error["error"]["message"].startswith(
         "litellm.RateLimitError: RateLimitError: OpenAIException - You exceeded"
     )
@@ -148,4 +157,5 @@ def test_a_redirecting_server_answers_307_with_where(make_llm_server):
 
     with pytest.raises(urllib.error.HTTPError) as moved:
         urllib.request.build_opener(NoFollow).open(request, timeout=5)
-    assert moved.value.code == 307 and moved.value.headers["Location"] == "http://elsewhere.test/v1/chat/completions"
+    assert moved.value.code == 307
+    assert moved.value.headers["Location"] == "http://elsewhere.test/v1/chat/completions"

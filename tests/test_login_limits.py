@@ -24,8 +24,10 @@ def test_past_the_limit_the_right_password_is_refused_with_a_page_saying_when_to
     locked = _login("alice", "pw-alice")
     assert locked.status_code == 429
     page = locked.content.decode()
-    assert "Logging in is paused" in page and "Try again in 15 minutes" in page
-    assert 'role="alert"' in page and '<header class="top"' in page, "the refusal is a page of the site"
+    assert "Logging in is paused" in page
+    assert "Try again in 15 minutes" in page
+    assert 'role="alert"' in page
+    assert '<header class="top"' in page, "the refusal is a page of the site"
 
 
 def test_a_failure_below_the_limit_still_lets_the_right_password_in():
@@ -56,9 +58,11 @@ def test_the_token_endpoint_counts_with_the_login_page_and_answers_json():
         _login("erin", f"guess-{n}")
     api = Client(REMOTE_ADDR="192.0.2.1")
     last = api.post("/api/token/", {"username": "erin", "password": "guess"})
-    assert last.status_code == 429 and "Try again in" in last.json()["detail"]
+    assert last.status_code == 429
+    assert "Try again in" in last.json()["detail"]
     right = api.post("/api/token/", {"username": "erin", "password": "pw-erin"})
-    assert right.status_code == 429 and "paused" in right.json()["detail"]
+    assert right.status_code == 429
+    assert "paused" in right.json()["detail"]
 
 
 def test_the_address_behind_proxies_is_the_one_they_appended(rf, settings):

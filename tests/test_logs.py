@@ -37,10 +37,13 @@ def test_the_json_format_writes_one_object_per_line_with_time_level_and_extras()
     line = JsonFormatter().format(record)
     assert "\n" not in line
     entry = json.loads(line)
-    assert entry["level"] == "WARNING" and entry["logger"] == "grading.pipeline.runs"
+    assert entry["level"] == "WARNING"
+    assert entry["logger"] == "grading.pipeline.runs"
     assert entry["message"] == "run 'nightly' failed"
-    assert entry["run"] == "nightly" and entry["batch"] == 3
-    assert entry["time"].endswith("Z") and "T" in entry["time"]
+    assert entry["run"] == "nightly"
+    assert entry["batch"] == 3
+    assert entry["time"].endswith("Z")
+    assert "T" in entry["time"]
     assert "ValueError: boom" in entry["exception"]
 
 
@@ -61,11 +64,13 @@ def test_log_format_json_configures_every_process(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     entry = json.loads(done.stderr.strip().splitlines()[-1])
-    assert entry["message"] == "hello" and entry["level"] == "INFO" and entry["run"] == "r1"
+    assert entry["message"] == "hello"
+    assert entry["level"] == "INFO"
+    assert entry["run"] == "r1"
 
 
 @pytest.mark.parametrize(
-    "error, name",
+    ("error", "name"),
     [
         ("HTTP 429: slow down (gave up after 5 attempts)", "HTTP 429"),
         ("no answer within 2 s (gave up after 5 attempts)", "timeout"),

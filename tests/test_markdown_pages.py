@@ -79,9 +79,18 @@ def test_curator_and_researcher_pages_render_markdown_safely(hostile):
     run = Run.objects.create(plan=Run.Plan.STORED, name="xss-run", status=Run.Status.DONE)
     response = hostile.responses[0]
     Grade.objects.create(
-        run=run, response=response, criterion=hostile.cluster, position=0, criterion_text=HOSTILE, points=5,
-        tags=[], status=Grade.Status.GRADED, met=True, explanation="fine", attempts=1,
-    )  # fmt: skip
+        run=run,
+        response=response,
+        criterion=hostile.cluster,
+        position=0,
+        criterion_text=HOSTILE,
+        points=5,
+        tags=[],
+        status=Grade.Status.GRADED,
+        met=True,
+        explanation="fine",
+        attempts=1,
+    )
     researcher = client_for(hostile.researcher)
     page = researcher.get(reverse("report_transcript", args=[run.code, response.code])).content.decode()
     _safe(page)

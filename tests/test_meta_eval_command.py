@@ -32,11 +32,14 @@ def random_rows(n_items=40, seed=3) -> list[dict]:
         doctors = rng.sample(range(8), rng.randint(1, 4))
         rows.append(
             meta_row(
-                f"p-{i % 7}", f"c-{i}", CATEGORIES[i % 3],
-                labels=tuple(rng.random() < 0.6 for _ in doctors), physicians=tuple(doctors),
+                f"p-{i % 7}",
+                f"c-{i}",
+                CATEGORIES[i % 3],
+                labels=tuple(rng.random() < 0.6 for _ in doctors),
+                physicians=tuple(doctors),
                 prompt=[{"content": f"Question {i % 7}?", "role": "user"}],
             )
-        )  # fmt: skip
+        )
     return rows
 
 
@@ -150,9 +153,15 @@ def test_failed_grades_count_as_no_grader_label():
         failed = i % 4 == 0
         verdicts.append(None if failed else i % 2 == 0)
         Grade.objects.create(
-            run=run, response=response, criterion=criterion, position=0, criterion_text=criterion.text, points=5,
-            status=Grade.Status.FAILED if failed else Grade.Status.GRADED, met=None if failed else i % 2 == 0,
-        )  # fmt: skip
+            run=run,
+            response=response,
+            criterion=criterion,
+            position=0,
+            criterion_text=criterion.text,
+            points=5,
+            status=Grade.Status.FAILED if failed else Grade.Status.GRADED,
+            met=None if failed else i % 2 == 0,
+        )
     document = meta_eval_json("live-run")
     assert document["coverage"]["items_without_grader_label"] == 3
     model, physicians = direct(rows, verdicts)
@@ -175,7 +184,8 @@ def test_a_physician_with_a_login_is_named_by_username():
     load(rows, [True] * 4)
     Physician.objects.filter(anonymized_id=physician(0)).update(user=User.objects.create_user("dr-ada"))
     names = {p for per in meta_eval_json()["physicians"].values() for p in per}
-    assert "dr-ada" in names and physician(0) not in names
+    assert "dr-ada" in names
+    assert physician(0) not in names
 
 
 def test_disagreements_name_the_item_the_grader_label_and_the_tallies():
@@ -231,10 +241,13 @@ def test_kappa_and_alpha_in_the_report_equal_scikit_learn_and_the_krippendorff_p
     document = meta_eval_json()
     # The file's rows as the agreement code reads them: one row per item, the grader per item.
     file_rows = [
-        {"category": r["category"], "binary_labels": r["binary_labels"],
-         "anonymized_physician_ids": r["anonymized_physician_ids"]}
+        {
+            "category": r["category"],
+            "binary_labels": r["binary_labels"],
+            "anonymized_physician_ids": r["anonymized_physician_ids"],
+        }
         for r in rows
-    ]  # fmt: skip
+    ]
     grader = np.array([float(v) for v in verdicts])
     assert document["cohen_kappa"]["cohen_kappa"]["value"] == pytest.approx(sklearn_kappa(file_rows, grader), abs=1e-12)
     assert document["krippendorff_alpha"]["krippendorff_alpha"]["value"] == pytest.approx(

@@ -61,7 +61,8 @@ def rows_to_labels(*rows):
 def assert_same_metric(ours, n, value, name):
     assert isinstance(ours["n"], int), name
     # The reference derives F1 counts through float arithmetic (7.0); ours are exact ints.
-    assert ours["n"] == round(n) and abs(ours["n"] - n) < 1e-6, (name, ours, n)
+    assert ours["n"] == round(n), (name, ours, n)
+    assert abs(ours["n"] - n) < 1e-6, (name, ours, n)
     assert ours["value"] == pytest.approx(value, rel=0, abs=1e-9), (name, ours, value)
 
 
@@ -198,10 +199,14 @@ def test_it_rejects_a_row_with_more_labels_than_physicians():
 def test_it_rejects_an_item_split_across_categories():
     with pytest.raises(ValueError, match="share its category"):
         MetaEvalLabels(
-            item=np.array([0, 0]), category=np.array([0, 1]), physician=np.array([0, 1]),
-            label=np.array([True, False]), category_names=("a", "b"), physician_ids=("q", "r"),
+            item=np.array([0, 0]),
+            category=np.array([0, 1]),
+            physician=np.array([0, 1]),
+            label=np.array([True, False]),
+            category_names=("a", "b"),
+            physician_ids=("q", "r"),
             n_items=1,
-        )  # fmt: skip
+        )
 
 
 def test_it_rejects_grader_labels_of_the_wrong_length_or_value():
@@ -273,9 +278,14 @@ def rank_inputs(grader_value, physician_values, scope="pairwise"):
 def test_rank_counts_physicians_above_and_below_the_grader():
     rank = metaeval.grader_rank(*rank_inputs(0.7, [0.9, 0.8, 0.6, 0.5, 0.4]))["pairwise_model_f1_balanced"]
     assert rank == {
-        "value": 0.7, "n_physicians": 5, "n_higher": 2, "n_tied": 0, "n_lower": 3,
-        "rank": 3, "percentile": 60.0,
-    }  # fmt: skip
+        "value": 0.7,
+        "n_physicians": 5,
+        "n_higher": 2,
+        "n_tied": 0,
+        "n_lower": 3,
+        "rank": 3,
+        "percentile": 60.0,
+    }
 
 
 def test_rank_counts_a_tie_as_half_a_win():
@@ -287,7 +297,9 @@ def test_rank_counts_a_tie_as_half_a_win():
 
 def test_rank_of_an_undefined_grader_value_is_none_but_physicians_are_counted():
     rank = metaeval.grader_rank(*rank_inputs(None, [0.5, 0.6]))["pairwise_model_f1_balanced"]
-    assert rank["value"] is None and rank["rank"] is None and rank["percentile"] is None
+    assert rank["value"] is None
+    assert rank["rank"] is None
+    assert rank["percentile"] is None
     assert rank["n_physicians"] == 2
 
 
@@ -318,15 +330,20 @@ def test_majority_disagreements_list_items_against_a_strict_majority_strongest_f
     )
     found = metaeval.majority_disagreements(labels, [False, True, True, True, None])
     assert found == {
-        "item": [2, 0], "category": ["b", "a"], "grader": [True, False],
-        "n_yes": [0, 2], "n_no": [3, 1], "tied_item": [1],
-    }  # fmt: skip
+        "item": [2, 0],
+        "category": ["b", "a"],
+        "grader": [True, False],
+        "n_yes": [0, 2],
+        "n_no": [3, 1],
+        "tied_item": [1],
+    }
 
 
 def test_items_without_a_grader_label_are_never_flagged_or_listed_as_ties():
     labels = rows_to_labels(("a", [True, False], ["p", "q"]), ("a", [True, True], ["p", "q"]))
     found = metaeval.majority_disagreements(labels, [None, None])
-    assert found["item"] == [] and found["tied_item"] == []
+    assert found["item"] == []
+    assert found["tied_item"] == []
 
 
 def test_the_report_bundles_every_part():
@@ -378,6 +395,7 @@ def test_the_review_separates_physicians_who_split_from_a_grader_against_agreein
     )
     review = metaeval.review_causes(labels, [True, False, False, True, False])
     split, against = review[metaeval.PHYSICIANS_SPLIT], review[metaeval.GRADER_AGAINST_AGREEING]
-    assert sorted(split["item"]) == [0, 3] and against["item"] == [1]
+    assert sorted(split["item"]) == [0, 3]
+    assert against["item"] == [1]
     assert split["counts"] == {"a": 1, "b": 1, "overall": 2}
     assert against["counts"] == {"a": 1, "b": 0, "overall": 1}

@@ -46,12 +46,15 @@ def make_run(name="grader-a", n_items=12, start=0) -> Run:
     """n_items labelled items over two criteria, with both verdicts from grader and physicians in each."""
     rows = [
         meta_row(
-            f"p-{i % 4}", f"c-{i}", (CATEGORY, OTHER_CATEGORY)[i % 2],
-            labels=(i % 2 == 1, i % 3 == 0, True), physicians=(i % 5, i % 5 + 1, 9),
+            f"p-{i % 4}",
+            f"c-{i}",
+            (CATEGORY, OTHER_CATEGORY)[i % 2],
+            labels=(i % 2 == 1, i % 3 == 0, True),
+            physicians=(i % 5, i % 5 + 1, 9),
             prompt=[{"content": f"Question {i % 4}?", "role": "user"}],
         )
         for i in range(start, start + n_items)
-    ]  # fmt: skip
+    ]
     meta_eval_import(lines=lines(*rows))
     return grader_labels_import(
         lines=lines(*grader_rows_for(rows, [i % 4 < 2 for i in range(n_items)])), run_name=name
@@ -72,7 +75,8 @@ def _urls(run: Run) -> list[str]:
 def test_anonymous_visitors_are_sent_to_the_login_page(client):
     for url in _urls(make_run()):
         response = client.get(url)
-        assert response.status_code == 302 and response["Location"].startswith(reverse("login")), url
+        assert response.status_code == 302, url
+        assert response["Location"].startswith(reverse("login")), url
 
 
 def test_physicians_are_refused(client, physician_user):
@@ -93,7 +97,8 @@ def test_the_run_list_shows_only_runs_that_graded_labelled_items(client, researc
     Run.objects.create(plan=Run.Plan.STORED, name="unrelated-run")
     client.force_login(researcher)
     page = client.get(reverse("metaeval_runs")).content.decode()
-    assert run.name in page and f"?run={run.code}" in page
+    assert run.name in page
+    assert f"?run={run.code}" in page
     assert "unrelated-run" not in page
 
 
@@ -176,7 +181,8 @@ def test_the_disagreement_browser_pages_through_htmx_fragments(client, researche
     client.force_login(researcher)
     url = reverse("metaeval_disagreements")
     full = client.get(url, {"run": run.code}).content.decode()
-    assert "Page 1 of" in full and "<html" in full
+    assert "Page 1 of" in full
+    assert "<html" in full
     fragment = client.get(url, {"run": run.code, "page": 2}, headers={"HX-Request": "true"}).content.decode()
     assert "<html" not in fragment
     assert fragment.lstrip().startswith('<div id="disagreements"')
@@ -202,7 +208,8 @@ def test_the_report_page_and_the_api_show_kappa_and_alpha(client, researcher):
     client.force_login(researcher)
     response = client.get(reverse("metaeval_report"), {"run": run.code})
     page = response.content.decode()
-    assert "κ [95% CI]" in page and "Physicians' α [95% CI]" in page
+    assert "κ [95% CI]" in page
+    assert "Physicians' α [95% CI]" in page
     document = run_meta_eval_report(run=run)
     kappa = document["cohen_kappa"]["cohen_kappa"]["value"]
     assert (f"{kappa:.3f}" if kappa is not None else "undefined") in page

@@ -27,8 +27,10 @@ def test_migrating_back_refuses_while_a_value_would_be_cut_and_lists_it():
         with pytest.raises(IrreversibleError) as refused:
             _migrate(BACK)
         message = str(refused.value)
-        assert "long-canary (252 characters)" in message and "short-canary" not in message
-        assert "Conversation.canary" in message and "200" in message
+        assert "long-canary (252 characters)" in message
+        assert "short-canary" not in message
+        assert "Conversation.canary" in message
+        assert "200" in message
         assert Conversation.objects.get(prompt_id="long-canary").canary == CANARY, "nothing was cut"
 
         Conversation.objects.filter(prompt_id="long-canary").update(canary="c" * 200)

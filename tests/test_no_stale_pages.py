@@ -33,4 +33,5 @@ def test_label_vote_and_editor_pages_say_no_store(world):
 
 def test_htmx_keeps_no_page_snapshots_so_back_reloads_from_the_server(world):
     page = client_for(world.colleague).get(reverse("label_item", args=[world.label_task.code])).text
-    assert '"historyCacheSize": 0' in page and '"refreshOnHistoryMiss": true' in page
+    assert '"historyCacheSize": 0' in page
+    assert '"refreshOnHistoryMiss": true' in page

@@ -109,7 +109,7 @@ ENDPOINTS = [
         ("owner", "colleague"),
         302,
         404,
-    ),  # fmt: skip
+    ),
     Endpoint(
         "label",
         "get",
@@ -125,7 +125,7 @@ ENDPOINTS = [
         ("colleague",),
         302,
         404,
-    ),  # fmt: skip
+    ),
     Endpoint("label next", "get", lambda w: reverse("label_next"), allowed=tuple(WORKING), ok=None),
     Endpoint("draft", "get", lambda w: reverse("draft"), allowed=(*WORKING, "curator")),
     Endpoint(
@@ -135,7 +135,7 @@ ENDPOINTS = [
         lambda w: {"theme": "hedging", "role": ["user"], "content": ["Is this mole cancer?"]},
         (*WORKING, "curator"),
         302,
-    ),  # fmt: skip
+    ),
     Endpoint("assignments", "get", lambda w: reverse("assignments"), allowed=("curator", "researcher")),
     Endpoint(
         "assign",
@@ -144,7 +144,7 @@ ENDPOINTS = [
         lambda w: {"kind": "rubric", "limit": "5", "per_item": "1", "condition": "no_reference"},
         ("curator",),
         302,
-    ),  # fmt: skip
+    ),
     Endpoint("physicians", "get", lambda w: reverse("physicians"), allowed=("curator", "researcher")),
     Endpoint(
         "physician status",
@@ -153,7 +153,7 @@ ENDPOINTS = [
         lambda w: {"status": "trial"},
         ("curator",),
         302,
-    ),  # fmt: skip
+    ),
     Endpoint("tally", "get", lambda w: reverse("consensus_tally", args=[w.a.code]), allowed=("curator", "researcher")),
     Endpoint("conversations", "get", lambda w: reverse("conversation_list"), allowed=("curator", "researcher")),
     Endpoint(
@@ -189,10 +189,7 @@ def _client(world, role: str, *, csrf: bool = False):
 def test_permission_matrix(world, endpoint, role):
     client = _client(world, role)
     url = endpoint.url(world)
-    if endpoint.method == "get":
-        response = client.get(url)
-    else:
-        response = client.post(url, endpoint.data(world))
+    response = client.get(url) if endpoint.method == "get" else client.post(url, endpoint.data(world))
     expected = _expected(endpoint, role)
     if expected is None:  # a redirect to the next item, or the all-done page
         assert response.status_code in (200, 302)
@@ -212,7 +209,8 @@ def test_forbidden_posts_change_nothing(world):
         client.post(reverse("label_item", args=[world.label_task.code]), {"met": "yes"})
         client.post(reverse("physician_status", args=[world.owner.code]), {"status": "removed"})
     assert not Criterion.objects.filter(author__isnull=False).exists()
-    assert not ConsensusVote.objects.exists() and not PhysicianLabel.objects.exists()
+    assert not ConsensusVote.objects.exists()
+    assert not PhysicianLabel.objects.exists()
     world.owner.refresh_from_db()
     assert world.owner.status == "active"
 
@@ -337,7 +335,8 @@ def test_login_and_logout(world):
         reverse("login"),
         {"username": "dr_owner", "password": "wrong", "csrfmiddlewaretoken": csrf_token_from(page.text)},
     )
-    assert bad.status_code == 200 and "enter a correct username and password" in bad.text
+    assert bad.status_code == 200
+    assert "enter a correct username and password" in bad.text
     good = client.post(
         reverse("login"),
         {"username": "dr_owner", "password": PASSWORD, "csrfmiddlewaretoken": csrf_token_from(page.text)},
@@ -356,7 +355,8 @@ def test_password_change(world):
         reverse("password_change"),
         {"old_password": PASSWORD, "new_password1": "a-much-longer-pass-77", "new_password2": "a-much-longer-pass-77"},
     )
-    assert response.status_code == 302 and response.url == reverse("password_change_done")
+    assert response.status_code == 302
+    assert response.url == reverse("password_change_done")
     assert User.objects.get(username="dr_owner").check_password("a-much-longer-pass-77")
 
 

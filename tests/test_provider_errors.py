@@ -10,12 +10,12 @@ from grading.pipeline.replies import EmptyAnswer, NotACompletion, parse_reply
 LITELLM_TAIL = ". Received Model Group=grader\nAvailable Model Group Fallbacks=None"
 
 
-def error(message, *, type=None, code=None, param=None) -> dict:  # noqa: A002 - the field's name
+def error(message, *, type=None, code=None, param=None) -> dict:  # `type`: the field's name
     return {"message": message, "type": type, "code": code, "param": param}
 
 
 @pytest.mark.parametrize(
-    "status, body, action, words",
+    ("status", "body", "action", "words"),
     [
         (429, error("You exceeded your current quota, please check your plan and billing details.",
                     type="insufficient_quota", code="insufficient_quota"), Action.FATAL, "exceeded your current quota"),
@@ -64,7 +64,8 @@ def test_errors_are_read_through_a_gateways_wrapping_and_classified(status, body
 def test_two_errors_of_one_kind_with_other_words_are_the_same_failure():
     first = read_error(400, error("Too long (request req_1)", type="invalid_request_error", param="messages"))
     second = read_error(400, error("Too long (request req_2)", type="invalid_request_error", param="messages"))
-    assert first.kind == second.kind and first.message != second.message
+    assert first.kind == second.kind
+    assert first.message != second.message
 
 
 def test_a_redirect_says_where_to_point_the_base_url():
@@ -76,7 +77,7 @@ def test_a_redirect_says_where_to_point_the_base_url():
 
 
 @pytest.mark.parametrize(
-    "raw, style, text, refused, truncated",
+    ("raw", "style", "text", "refused", "truncated"),
     [
         (b'{"choices":[{"message":{"content":null,"refusal":"No."},"finish_reason":"stop"}]}', "chat", "No.", True,
          False),
@@ -104,7 +105,7 @@ def test_cache_writes_are_read_under_either_name():
 
 
 @pytest.mark.parametrize(
-    "raw, style, problem",
+    ("raw", "style", "problem"),
     [
         (b'{"choices":[{"message":{"content":""},"finish_reason":"stop"}]}', "chat", EmptyAnswer),
         (b'{"status":"completed","output":[]}', "responses", EmptyAnswer),

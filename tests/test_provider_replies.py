@@ -123,14 +123,16 @@ def test_a_policy_refusal_is_stored_as_its_words_graded_and_counted(llm_server, 
     )
     assert grade_all(run).status == Run.Status.DONE
     refused = Response.objects.filter(run=run, refused=True)
-    assert refused.count() == 2 and set(refused.values_list("text", flat=True)) == {REFUSAL}
+    assert refused.count() == 2
+    assert set(refused.values_list("text", flat=True)) == {REFUSAL}
     assert not Response.objects.filter(run=run, text="").exists()
     # Graded as the answer a user would have read, not skipped and not empty.
     assert Grade.objects.filter(response__in=refused, status=Grade.Status.GRADED).count() == 4
     assert run_progress(run=run).refused_samples == 2
     assert run_report(run=run).data["counts"]["refusals"] == 2
     api = api_client().get(f"/api/runs/{run.name}/").json()["progress"]
-    assert api["refused_samples"] == 2 and "2 refusals by the policy model" in api["sample_notes"]
+    assert api["refused_samples"] == 2
+    assert "2 refusals by the policy model" in api["sample_notes"]
     page = web_client().get(reverse("run_detail", args=[run.code])).content.decode()
     assert "2 refusals by the policy model, graded as its answer" in page
     report_page = web_client().get(reverse("report_detail", args=[run.code])).content.decode()
@@ -141,9 +143,11 @@ def test_a_grader_refusal_is_a_failed_grade_that_quotes_it(llm_server):
     source = imported_run(conversations=1, samples=1, n_criteria=2, faults={0: "refusal:9"})
     run = grade_all(launch(endpoint_on(llm_server), source))
     failed = Grade.objects.get(run=run, status=Grade.Status.FAILED)
-    assert failed.error == f"the grader refused: “{REFUSAL}”" and failed.met is None
+    assert failed.error == f"the grader refused: “{REFUSAL}”"
+    assert failed.met is None
     assert failed.attempts == 1  # not asked again: a refusal is an answer
-    assert run.status == Run.Status.DONE and "1 of 2 grades failed" in run_progress(run=run).warning
+    assert run.status == Run.Status.DONE
+    assert "1 of 2 grades failed" in run_progress(run=run).warning
 
 
 # --- cut-off answers ----------------------------------------------------------------------------
@@ -155,7 +159,9 @@ def test_a_sample_cut_off_at_its_limit_is_stored_marked_and_warned_about(llm_ser
     run = sampled_run(llm_server, conversations, policy_fields={"api_style": api_style, "max_output_tokens": 50})
     assert grade_all(run).status == Run.Status.DONE
     cut = Response.objects.get(run=run, truncated=True)
-    assert cut.output_limit == 50 and len(cut.text) == 200 and cut.completion_tokens == 50
+    assert cut.output_limit == 50
+    assert len(cut.text) == 200
+    assert cut.completion_tokens == 50
     assert Response.objects.get(run=run, truncated=False).output_limit is None
     progress = run_progress(run=run)
     assert progress.truncated_samples == 1
@@ -163,7 +169,8 @@ def test_a_sample_cut_off_at_its_limit_is_stored_marked_and_warned_about(llm_ser
     assert run_report(run=run).data["counts"]["truncated"] == 1
     assert api_client().get(f"/api/runs/{run.name}/").json()["progress"]["truncated_samples"] == 1
     page = web_client().get(reverse("run_detail", args=[run.code])).content.decode()
-    assert "Refused or cut-off samples." in page and "cut off at the output limit of 50 tokens" in page
+    assert "Refused or cut-off samples." in page
+    assert "cut off at the output limit of 50 tokens" in page
     transcript = web_client().get(reverse("report_transcript", args=[run.code, cut.code])).content.decode()
     assert "stopped at the output limit of 50 tokens" in transcript
 
@@ -178,9 +185,21 @@ def test_grade_wait_warns_about_cut_off_samples(llm_server, django_capture_on_co
     try:
         with django_capture_on_commit_callbacks(execute=True):
             call_command(
-                "grade", "--name", "r", "--grader", "grader", "--policy", "policy", "--samples", "1", "--subset",
-                "mine", "--wait", stdout=out, stderr=out,
-            )  # fmt: skip
+                "grade",
+                "--name",
+                "r",
+                "--grader",
+                "grader",
+                "--policy",
+                "policy",
+                "--samples",
+                "1",
+                "--subset",
+                "mine",
+                "--wait",
+                stdout=out,
+                stderr=out,
+            )
     finally:
         app.conf.task_always_eager = False
     assert "warning: 1 sample was cut off at the output limit of 40 tokens" in out.getvalue()
@@ -190,7 +209,8 @@ def test_grade_wait_warns_about_cut_off_samples(llm_server, django_capture_on_co
 def test_a_grader_answer_cut_off_is_asked_again_once_with_twice_the_limit(llm_server):
     # About 300 tokens of musing before the verdict: 200 cuts it off, 400 does not.
     outcome = run_loop(ask_grader(target(llm_server), MET_PROMPT + " fault:verbose:99", limiter=NO_LIMIT, policy=FAST))
-    assert outcome.met is True and outcome.attempts == 2
+    assert outcome.met is True
+    assert outcome.attempts == 2
     limits = [body["max_tokens"] for _, body in llm_server.requests]
     assert limits == [200, 400]
 
@@ -199,8 +219,10 @@ def test_a_grader_answer_still_cut_off_fails_with_the_limit_it_hit(llm_server):
     source = imported_run(conversations=1, samples=1, n_criteria=1, faults={0: "verbose:99"})
     run = grade_all(launch(endpoint_on(llm_server, max_output_tokens=100), source))
     grade = Grade.objects.get(run=run)
-    assert grade.status == Grade.Status.FAILED and grade.error == "the grader's answer was cut off at 200 output tokens"
-    assert grade.attempts == 2 and llm_server.calls == 2  # one more ask, not three at the same limit
+    assert grade.status == Grade.Status.FAILED
+    assert grade.error == "the grader's answer was cut off at 200 output tokens"
+    assert grade.attempts == 2
+    assert llm_server.calls == 2
     assert run.status == Run.Status.FAILED
 
 
@@ -218,7 +240,7 @@ def test_an_exhausted_quota_ends_the_run_at_once_though_sent_as_a_429(llm_server
 
 
 @pytest.mark.parametrize(
-    "fields, words",
+    ("fields", "words"),
     [
         ({"model": "gpt-5.4"}, "Unsupported parameter: 'max_tokens' is not supported with this model"),
         ({"model": "gpt-5.4", "api_style": "responses"}, "Unsupported parameter: 'temperature'"),
@@ -230,14 +252,15 @@ def test_a_gateway_wrapped_fatal_error_ends_the_run_at_once(make_llm_server, fie
     server = make_llm_server(gateway=True)
     source = imported_run(conversations=4, samples=2, n_criteria=5)
     run = grade_all(launch(endpoint_on(server, **fields), source, concurrency=2))
-    assert run.status == Run.Status.FAILED and words in run.error
+    assert run.status == Run.Status.FAILED
+    assert words in run.error
     assert "Received Model Group" not in run.error  # the gateway's tail is dropped
     assert server.calls <= 2
 
 
 def test_identical_failures_that_are_not_retried_stop_the_run_within_the_streak(llm_server, settings):
     settings.GRADING_FAILURE_STREAK = 5
-    faults = {j: "too_long:99" for j in range(5)}
+    faults = dict.fromkeys(range(5), "too_long:99")
     source = imported_run(conversations=4, samples=2, n_criteria=5, faults=faults)  # 40 grades, each a 400
     run = grade_all(launch(endpoint_on(llm_server), source, concurrency=1))
     assert run.status == Run.Status.FAILED
@@ -250,7 +273,8 @@ def test_a_policy_rate_limited_for_good_stops_within_the_streak(llm_server, sett
     llm_server.retry_after = 0.01
     llm_server.inject("429", times=10_000)
     run = grade_all(sampled_run(llm_server, conversations_saying(*[""] * 6), concurrency=1))
-    assert run.status == Run.Status.FAILED and "3 calls in a row failed: HTTP 429" in run.error
+    assert run.status == Run.Status.FAILED
+    assert "3 calls in a row failed: HTTP 429" in run.error
     assert llm_server.calls == 3 * 6  # three samples gave up after their six attempts
     assert not SampleFailure.objects.filter(run=run).count() > 3
 
@@ -266,14 +290,16 @@ def test_a_redirect_is_a_failed_call_and_nothing_reaches_its_target(make_llm_ser
     assert run.status == Run.Status.FAILED
     assert f"the endpoint redirected to {elsewhere.url}/chat/completions" in run.error
     assert "set the base URL to the final address" in run.error
-    assert redirecting.calls == 1 and elsewhere.calls == 0
+    assert redirecting.calls == 1
+    assert elsewhere.calls == 0
 
 
 def test_a_redirect_to_a_metadata_service_is_not_followed(make_llm_server):
     redirecting = make_llm_server(redirect_to="http://metadata.google.internal/computeMetadata/v1")
     watch = FailureWatch(limit=50)
     outcome = run_loop(ask_grader(target(redirecting), MET_PROMPT, limiter=NO_LIMIT, policy=FAST, watch=watch))
-    assert outcome.fatal and outcome.attempts == 1
+    assert outcome.fatal
+    assert outcome.attempts == 1
     assert "redirected to http://metadata.google.internal/computeMetadata/v1/chat/completions" in outcome.error
 
 
@@ -302,7 +328,8 @@ def test_a_key_echoed_in_an_error_is_in_no_stored_field_page_api_answer_or_log_l
     logged = [TextFormatter().format(r) for r in caplog.records] + [JsonFormatter().format(r) for r in caplog.records]
     assert any("Incorrect API key provided" in line for line in logged)
     for text in stored + shown + logged:
-        assert KEY not in text and KEY[:20] not in text
+        assert KEY not in text
+        assert KEY[:20] not in text
 
 
 def test_a_log_line_never_holds_a_key_whatever_logged_it(settings, monkeypatch):
@@ -311,7 +338,8 @@ def test_a_log_line_never_holds_a_key_whatever_logged_it(settings, monkeypatch):
     record = logging.makeLogRecord({"msg": "gateway said: Bearer %s; prefix %s...", "args": (KEY, KEY[:16])})
     for formatter in (TextFormatter(), JsonFormatter()):
         line = formatter.format(record)
-        assert KEY[:12] not in line and "Bearer [key removed]; prefix [key removed]..." in line
+        assert KEY[:12] not in line
+        assert "Bearer [key removed]; prefix [key removed]..." in line
 
 
 # --- rate-limit headers, Responses output, usage, efforts --------------------------------------------
@@ -322,14 +350,20 @@ def test_without_retry_after_a_429_waits_as_the_rate_limit_headers_say(make_llm_
     server.inject("429")
     started = time.monotonic()
     reply = run_loop(chat(target(server), [{"role": "user", "content": MET_PROMPT}], limiter=NO_LIMIT, policy=FAST))
-    assert reply.attempts == 2 and time.monotonic() - started >= 0.4
+    assert reply.attempts == 2
+    assert time.monotonic() - started >= 0.4
 
 
 def test_responses_output_with_reasoning_first_and_text_in_parts_is_read_whole(llm_server):
     point = target(
-        llm_server, model="gpt-5.4", api_style="responses", reasoning=True, reasoning_effort="low", temperature=None,
+        llm_server,
+        model="gpt-5.4",
+        api_style="responses",
+        reasoning=True,
+        reasoning_effort="low",
+        temperature=None,
         structured_output=True,
-    )  # fmt: skip
+    )
     outcome = run_loop(ask_grader(point, MET_PROMPT, limiter=NO_LIMIT, policy=FAST))
     assert json.loads(outcome.raw_output) == {"explanation": "The response names it.", "criteria_met": True}
 
@@ -340,19 +374,22 @@ def test_cache_writes_are_stored_with_the_other_usage(make_llm_server):
     run = grade_all(launch(endpoint_on(server), source))
     grades = Grade.objects.filter(run=run)
     written = sum(grades.values_list("cache_write_tokens", flat=True))
-    assert written > 0 and grades.filter(cache_write_tokens__gt=0, cached_tokens=0).exists()
+    assert written > 0
+    assert grades.filter(cache_write_tokens__gt=0, cached_tokens=0).exists()
     progress = run_progress(run=run)
     assert progress.cache_write_tokens == written
     usage = api_client().get(f"/api/runs/{run.name}/").json()["progress"]["usage"]["grader"]
     assert usage["cache_write_tokens"] == written
 
 
-@pytest.mark.parametrize("effort, tokens", [("none", 0), ("xhigh", 1024), ("max", 2048)])
+@pytest.mark.parametrize(("effort", "tokens"), [("none", 0), ("xhigh", 1024), ("max", 2048)])
 def test_every_reasoning_effort_of_the_specification_is_sent(llm_server, effort, tokens):
-    point = target(llm_server, model="o4-mini", reasoning=True, reasoning_effort=effort, temperature=None,
-                   max_tokens=4000)  # fmt: skip
+    point = target(
+        llm_server, model="o4-mini", reasoning=True, reasoning_effort=effort, temperature=None, max_tokens=4000
+    )
     outcome = run_loop(ask_grader(point, MET_PROMPT, limiter=NO_LIMIT, policy=FAST))
-    assert outcome.met is True and outcome.reasoning_tokens == tokens
+    assert outcome.met is True
+    assert outcome.reasoning_tokens == tokens
     assert llm_server.requests[-1][1]["reasoning_effort"] == effort
 
 
@@ -365,7 +402,8 @@ def test_an_empty_answer_is_a_failed_sample_never_an_empty_response(llm_server, 
     run = grade_all(sampled_run(llm_server, conversations_saying("", "")))
     assert not Response.objects.filter(run=run).exists()
     failures = SampleFailure.objects.filter(run=run)
-    assert failures.count() == 2 and set(failures.values_list("attempts", flat=True)) == {1}
+    assert failures.count() == 2
+    assert set(failures.values_list("attempts", flat=True)) == {1}
     assert failures.first().error.startswith(
         "the endpoint's answer is empty: the answer holds no text (finish_reason stop)"
     )
@@ -377,10 +415,16 @@ def test_a_curator_can_choose_every_reasoning_effort_of_the_specification(effort
     client = Client()
     client.force_login(person(f"curator-{effort}", Physician.Role.CURATOR))
     form = {
-        "name": f"r-{effort}", "api_style": "chat", "model": "o4-mini", "key_variable": "OPENAI_API_KEY",
-        "reasoning": "on", "reasoning_effort": effort, "temperature": "0", "max_output_tokens": "4096",
+        "name": f"r-{effort}",
+        "api_style": "chat",
+        "model": "o4-mini",
+        "key_variable": "OPENAI_API_KEY",
+        "reasoning": "on",
+        "reasoning_effort": effort,
+        "temperature": "0",
+        "max_output_tokens": "4096",
         "timeout_seconds": "60",
-    }  # fmt: skip
+    }
     response = client.post(reverse("endpoint_new"), form)
     assert response.status_code == 302, response.content.decode()
     assert Endpoint.objects.get(name=f"r-{effort}").reasoning_effort == effort

@@ -83,10 +83,21 @@ def own_redis(tmp_path):
         pytest.skip("redis-server is not installed")
     port = _free_port()
     server = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
+        [
+            REDIS_SERVER,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
         stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -108,8 +119,9 @@ def _read(app: subprocess.Popen) -> dict:
 
 
 def _app(tmp_path, phases: list[str], **env) -> subprocess.Popen:
-    environment = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CACHE_URL",
-                                                                     "CELERY_BROKER_URL")}  # fmt: skip
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CACHE_URL", "CELERY_BROKER_URL")
+    }
     environment.update(
         VAR_DIR=str(tmp_path / "var"),
         DJANGO_SETTINGS_MODULE="healthbench_web.settings",
@@ -117,9 +129,14 @@ def _app(tmp_path, phases: list[str], **env) -> subprocess.Popen:
         **env,
     )
     return subprocess.Popen(
-        [sys.executable, "-c", f"PHASES = {phases!r}\n{APP}"], cwd=REPO, env=environment, stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [sys.executable, "-c", f"PHASES = {phases!r}\n{APP}"],
+        cwd=REPO,
+        env=environment,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_pages_login_and_reads_survive_a_redis_outage_and_launches_are_refused_cleanly(tmp_path, own_redis):
@@ -136,8 +153,10 @@ def test_pages_login_and_reads_survive_a_redis_outage_and_launches_are_refused_c
         app.kill()
         app.wait()
 
-    assert up["api_launch"]["status"] == 201 and up["api_launch"]["runs"] == 1
-    assert up["form_launch"]["status"] == 302 and up["form_launch"]["runs"] == 1
+    assert up["api_launch"]["status"] == 201
+    assert up["api_launch"]["runs"] == 1
+    assert up["form_launch"]["status"] == 302
+    assert up["form_launch"]["runs"] == 1
     assert up["health"]["status"] == 200
 
     # Pages, logging in (form and token) and API reads answer as before.
@@ -145,23 +164,26 @@ def test_pages_login_and_reads_survive_a_redis_outage_and_launches_are_refused_c
         assert down[path] == 200, (path, down[path])
     assert down["login"] == 302
     assert down["token"] == 200, "the token limit fails open: failed passwords are counted in the database"
-    run_page = [path for path in down if path.startswith("/runs/") and path != "/runs/"][0]
-    report_page = [path for path in down if path.startswith("/reports/")][0]
-    report_api = [path for path in down if path.endswith("/report/")][0]
+    run_page = next(path for path in down if path.startswith("/runs/") and path != "/runs/")
+    report_page = next(path for path in down if path.startswith("/reports/"))
+    report_api = next(path for path in down if path.endswith("/report/"))
     assert down[run_page] == down[report_page] == down[report_api] == 200
 
     # A launch is refused with a reason and leaves nothing behind, through the API and the form:
     # the launch limit cannot be counted, and fails closed.
     api_launch = down["api_launch"]
     assert api_launch["status"] == 503, api_launch
-    assert "API_RUN_LAUNCH_RATE" in api_launch["body"]["detail"] and "Try again" in api_launch["body"]["detail"]
+    assert "API_RUN_LAUNCH_RATE" in api_launch["body"]["detail"]
+    assert "Try again" in api_launch["body"]["detail"]
     assert api_launch["runs"] == api_launch["batches"] == 0
     form_launch = down["form_launch"]
-    assert form_launch["status"] == 503 and form_launch["runs"] == form_launch["batches"] == 0
+    assert form_launch["status"] == 503
+    assert form_launch["runs"] == form_launch["batches"] == 0
     assert "cannot be checked right now" in form_launch["page"]
 
     assert down["health"]["status"] == 503
-    assert down["health"]["checks"]["cache"]["ok"] is False and down["health"]["checks"]["broker"]["ok"] is False
+    assert down["health"]["checks"]["cache"]["ok"] is False
+    assert down["health"]["checks"]["broker"]["ok"] is False
     assert down["health"]["checks"]["database"]["ok"] is True
 
 
@@ -174,13 +196,16 @@ def test_a_launch_while_only_the_broker_is_down_is_refused_and_stores_nothing(tm
     finally:
         app.kill()
         app.wait()
-    assert down["/runs/"] == down["/api/runs/"] == down["token"] == 200 and down["login"] == 302
+    assert down["/runs/"] == down["/api/runs/"] == down["token"] == 200
+    assert down["login"] == 302
     api_launch = down["api_launch"]
     assert api_launch["status"] == 503, api_launch
-    assert "task queue is unreachable" in api_launch["body"]["detail"] and "Nothing was stored" in api_launch[
-        "body"]["detail"]  # fmt: skip
+    assert "task queue is unreachable" in api_launch["body"]["detail"]
+    assert "Nothing was stored" in api_launch["body"]["detail"]
     assert api_launch["runs"] == api_launch["batches"] == 0
     form_launch = down["form_launch"]
-    assert form_launch["status"] == 503 and "task queue is unreachable" in form_launch["page"]
+    assert form_launch["status"] == 503
+    assert "task queue is unreachable" in form_launch["page"]
     assert form_launch["runs"] == form_launch["batches"] == 0
-    assert down["health"]["checks"]["broker"]["ok"] is False and down["health"]["checks"]["cache"]["ok"] is True
+    assert down["health"]["checks"]["broker"]["ok"] is False
+    assert down["health"]["checks"]["cache"]["ok"] is True

@@ -148,7 +148,8 @@ def test_cancelling_a_run_moves_its_version():
     run.refresh_from_db()
     assert run_cancel(run=run)
     run.refresh_from_db()
-    assert run.status == Run.Status.CANCELLED and run.report_version == 1
+    assert run.status == Run.Status.CANCELLED
+    assert run.report_version == 1
 
 
 def test_the_newest_version_pointer_never_moves_back():

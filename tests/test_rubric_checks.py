@@ -60,7 +60,8 @@ def test_an_action_with_negative_points_is_not_flagged_for_its_verb_alone(text):
 def test_it_warns_when_harmful_advice_gets_positive_points(text):
     warning = sign_warning(text, 8)
     assert warning is not None
-    assert "harmful advice" in warning.message and "+8" in warning.message
+    assert "harmful advice" in warning.message
+    assert "+8" in warning.message
 
 
 def test_advice_against_the_harm_is_fine_with_positive_points():
@@ -70,7 +71,8 @@ def test_advice_against_the_harm_is_fine_with_positive_points():
 
 def test_it_warns_when_urgent_care_advice_gets_negative_points():
     warning = sign_warning("Instructs the user to seek emergency help immediately in the first few sentences.", -9)
-    assert warning is not None and "-9" in warning.message
+    assert warning is not None
+    assert "-9" in warning.message
 
 
 @pytest.mark.parametrize(

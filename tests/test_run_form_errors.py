@@ -17,7 +17,8 @@ def test_estimating_the_empty_form_puts_each_error_beside_its_field():
     client = client_for(Physician.Role.RESEARCHER)
     page = client.post(reverse("run_new"), {"action": "estimate"}, headers={"HX-Request": "true"}).text
     # htmx gets the whole form back, not just the estimate box.
-    assert "<html" not in page and 'id="run-form"' in page
+    assert "<html" not in page
+    assert 'id="run-form"' in page
     assert "things to fix" in page
     name_field = page[page.index('name="name"') - 600 : page.index('name="name"') + 200]
     assert "This field is required." in name_field
@@ -25,7 +26,8 @@ def test_estimating_the_empty_form_puts_each_error_beside_its_field():
     assert "This field is required." in grader_field
     assert "see the messages beside them" not in page
     # The summary at the top links to each field.
-    assert 'href="#id_name"' in page and 'href="#id_grader"' in page
+    assert 'href="#id_name"' in page
+    assert 'href="#id_grader"' in page
 
 
 def test_policy_fields_are_marked_for_the_sampling_source_only():
@@ -43,7 +45,8 @@ def test_a_valid_estimate_still_comes_back_in_the_form(llm_server):
     page = client.post(
         reverse("run_new"), {**form_data(llm_server), "action": "estimate"}, headers={"HX-Request": "true"}
     ).text
-    assert "Grading: 20 grader calls" in page and "things to fix" not in page
+    assert "Grading: 20 grader calls" in page
+    assert "things to fix" not in page
 
 
 def test_cross_field_errors_sit_beside_their_fields_on_the_first_submit(llm_server):
@@ -62,4 +65,5 @@ def test_cross_field_errors_sit_beside_their_fields_on_the_first_submit(llm_serv
     assert "Sampling needs a subset." in beside("subset")
     # The heading counts the lines of the list under it.
     summary = page[page.index("form-errors") : page.index("</section>")]
-    assert "3 things to fix" in summary and summary.count("<li>") == 3
+    assert "3 things to fix" in summary
+    assert summary.count("<li>") == 3

@@ -85,7 +85,8 @@ def test_physicians_are_refused_every_run_page_and_the_cancel(run):
 def test_visitors_are_sent_to_the_login_page(run, client):
     for url in page_urls(run):
         response = client.get(url)
-        assert response.status_code == 302 and response.url.startswith(reverse("login")), url
+        assert response.status_code == 302, url
+        assert response.url.startswith(reverse("login")), url
 
 
 def test_an_unknown_run_is_not_found():
@@ -99,7 +100,8 @@ def test_an_unknown_run_is_not_found():
 def test_the_estimate_comes_before_the_launch(source, llm_server):
     client = client_for(Physician.Role.RESEARCHER)
     page = client.get(reverse("run_new")).content.decode()
-    assert 'value="estimate"' in page and 'value="launch"' not in page
+    assert 'value="estimate"' in page
+    assert 'value="launch"' not in page
     response = client.post(reverse("run_new"), {**form_data(llm_server), "action": "estimate"})
     page = response.content.decode()
     assert "Grading: 20 grader calls on 4 responses" in page
@@ -112,7 +114,8 @@ def test_launching_creates_the_run_and_opens_its_page(source, llm_server, django
     with django_capture_on_commit_callbacks() as queued:
         response = client.post(reverse("run_new"), {**form_data(llm_server), "action": "launch"})
     run = Run.objects.get(name="from-the-page")
-    assert response.status_code == 302 and response.url == reverse("run_detail", args=[run.code])
+    assert response.status_code == 302
+    assert response.url == reverse("run_detail", args=[run.code])
     assert (run.total_items, run.concurrency, run.use_cache, run.responses_from) == (20, 8, True, source)
     assert len(queued) == run.batches.count()
 
@@ -123,12 +126,13 @@ def test_the_estimate_fragment_answers_htmx_and_launches_nothing(source, llm_ser
         reverse("run_new"), {**form_data(llm_server), "action": "launch"}, headers={"HX-Request": "true"}
     )
     page = response.content.decode()
-    assert "<html" not in page and "Grading: 20 grader calls" in page
+    assert "<html" not in page
+    assert "Grading: 20 grader calls" in page
     assert not Run.objects.filter(name="from-the-page").exists()
 
 
 @pytest.mark.parametrize(
-    "changes, message",
+    ("changes", "message"),
     [
         ({"source": "sample"}, "Sampling needs a policy endpoint."),
         ({"grader": "nope"}, "Select a valid choice"),
@@ -170,7 +174,8 @@ def test_the_run_page_polls_its_progress_fragment_every_two_seconds(run):
     client = client_for(Physician.Role.RESEARCHER)
     page = client.get(reverse("run_detail", args=[run.code])).content.decode()
     assert 'id="progress"' in page
-    assert f'hx-get="{reverse("run_detail", args=[run.code])}"' in page and 'hx-trigger="every 2s"' in page
+    assert f'hx-get="{reverse("run_detail", args=[run.code])}"' in page
+    assert 'hx-trigger="every 2s"' in page
     assert "Cancel run" in page
 
 
@@ -180,11 +185,14 @@ def test_htmx_gets_only_the_progress_fragment_with_its_figures(run, django_asser
     with django_assert_max_num_queries(8):
         response = client.get(reverse("run_detail", args=[run.code]), headers={"HX-Request": "true"})
     fragment = response.content.decode()
-    assert fragment.lstrip().startswith('<section id="progress"') and "<html" not in fragment
+    assert fragment.lstrip().startswith('<section id="progress"')
+    assert "<html" not in fragment
     done = Run.objects.get(id=run.id).grades.count()
     assert f"{done} of 20" in fragment
     assert re.search(rf'<th>Remaining</th><td class="num">\s*{20 - done}\s*<', fragment)
-    assert "grades/s" in fragment and "prompt" in fragment and "Reused" in fragment
+    assert "grades/s" in fragment
+    assert "prompt" in fragment
+    assert "Reused" in fragment
     assert f'<progress max="20" value="{done}"' in fragment
 
 
@@ -193,14 +201,16 @@ def test_a_finished_run_stops_polling_and_links_its_report(run):
         batch_run(batch_id=batch_id)
     client = client_for(Physician.Role.RESEARCHER)
     fragment = client.get(reverse("run_detail", args=[run.code]), headers={"HX-Request": "true"}).content.decode()
-    assert "hx-trigger" not in fragment and "Cancel run" not in fragment
+    assert "hx-trigger" not in fragment
+    assert "Cancel run" not in fragment
     assert reverse("report_detail", args=[run.code]) in fragment
 
 
 def test_the_cancel_button_cancels_the_run(run):
     client = client_for(Physician.Role.RESEARCHER)
     response = client.post(reverse("run_cancel", args=[run.code]), follow=True)
-    assert response.status_code == 200 and "Cancelled regrade" in response.content.decode()
+    assert response.status_code == 200
+    assert "Cancelled regrade" in response.content.decode()
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
     assert set(run.batches.values_list("status", flat=True)) == {RunBatch.Status.CANCELLED}
@@ -248,7 +258,8 @@ def test_the_form_launches_a_healthbench_professional_run(source, llm_server, dj
         response = client.post(reverse("run_new"), {**data, "action": "launch"})
     assert response.status_code == 302
     run = Run.objects.get(name="from-the-page")
-    assert run.healthbench_professional and run.scores_length_adjusted
+    assert run.healthbench_professional
+    assert run.scores_length_adjusted
     assert "HealthBench Professional run" in client.get(reverse("run_new")).content.decode()
 
 
@@ -265,14 +276,17 @@ def test_a_form_post_naming_a_url_or_key_variable_is_refused_with_what_to_do(sou
     response = client.post(reverse("run_new"), {**data, "action": "launch"})
     assert response.status_code == 400
     assert "name a grader endpoint" in response.content.decode()
-    assert Run.objects.count() == 1 and llm_server.calls == 0
+    assert Run.objects.count() == 1
+    assert llm_server.calls == 0
 
 
 def test_a_failed_run_shows_a_banner_with_its_reason(run):
     Run.objects.filter(id=run.id).update(status=Run.Status.FAILED, error="grader endpoint x: connection refused by y")
     page = client_for(Physician.Role.RESEARCHER).get(reverse("run_detail", args=[run.code])).content.decode()
-    assert 'class="banner error"' in page and "This run failed." in page
-    assert "connection refused by y" in page and "grade --resume regrade" in page
+    assert 'class="banner error"' in page
+    assert "This run failed." in page
+    assert "connection refused by y" in page
+    assert "grade --resume regrade" in page
 
 
 def test_a_done_run_with_failures_shows_a_warning_and_the_cost(llm_server):
@@ -286,7 +300,8 @@ def test_a_done_run_with_failures_shows_a_warning_and_the_cost(llm_server):
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
     page = client_for(Physician.Role.RESEARCHER).get(reverse("run_detail", args=[run.code])).content.decode()
-    assert "Done, with failures." in page and "1 of 2 grades failed" in page
+    assert "Done, with failures." in page
+    assert "1 of 2 grades failed" in page
     assert re.search(r"<th>Cost</th><td class=\"num\">\$0\.\d\d</td>", page)
 
 

@@ -1,11 +1,11 @@
-"""Migration 0009: every run stored before plans gets one, so an upgraded database keeps working."""
+"""Migration 0011: every run stored before plans gets one, so an upgraded database keeps working."""
 
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("grading", "0008_response_refusal_truncation_cache_writes")]
-AFTER = [("grading", "0009_run_plan")]
+BEFORE = [("grading", "0010_provider_batches")]
+AFTER = [("grading", "0011_run_plan")]
 
 
 def _migrate(targets):

@@ -217,7 +217,8 @@ def test_the_report_page_says_how_the_live_rubric_moved_and_grades_the_differenc
     form = client.get(link.group(1).replace("&amp;", "&"))
     assert form.status_code == 200
     fields = form.context["form"].initial
-    assert fields["responses_from"] == str(demo.code) and fields["rubric_changes"] is True
+    assert fields["responses_from"] == str(demo.code)
+    assert fields["rubric_changes"] is True
     choice = {
         "name": "demo changes",
         "source": "responses",
@@ -238,7 +239,8 @@ def test_the_report_page_says_how_the_live_rubric_moved_and_grades_the_differenc
     assert run.plan == Run.Plan.RUBRIC_CHANGES
     _grade_all(run)
     graded = set(Grade.objects.filter(run=run).values_list("criterion_id", flat=True))
-    assert graded and graded <= changed
+    assert graded
+    assert graded <= changed
     # Each of the demo's two responses per conversation, on that conversation's changes.
     assert run.total_items == Grade.objects.filter(run=run).count() == 2 * 4
     assert run_report(run=run).data["counts"]["missing"] == 0

@@ -109,7 +109,8 @@ def test_negative_example_scores_pull_the_mean_down_and_only_the_mean_is_clipped
     assert min(overall) < 0 < max(overall)  # the fixture has both
     import_fixture("mostly_negative", tmp_path)
     report = report_json("mostly_negative")
-    assert report["score"] == 0.0 and report["metrics"]["overall_score"] == 0.0
+    assert report["score"] == 0.0
+    assert report["metrics"]["overall_score"] == 0.0
     # Clipping each response first would have given a positive mean.
     assert np.mean(np.clip(overall, 0, 1)) > 0
     assert report["counts"]["examples_scored"] == len(overall)
@@ -250,10 +251,16 @@ def graded_run(name: str, conversation: Conversation, grades_per_response: list[
         response = Response.objects.create(conversation=conversation, text=f"Sample {k}.", sample_index=k)
         for criterion, met in zip(criteria, mets, strict=False):  # a short list leaves grades missing
             Grade.objects.create(
-                run=run, response=response, criterion=criterion, position=criterion.position,
-                criterion_text=criterion.text, points=criterion.points, tags=criterion.tags,
-                status=Grade.Status.GRADED if met is not None else Grade.Status.FAILED, met=met,
-            )  # fmt: skip
+                run=run,
+                response=response,
+                criterion=criterion,
+                position=criterion.position,
+                criterion_text=criterion.text,
+                points=criterion.points,
+                tags=criterion.tags,
+                status=Grade.Status.GRADED if met is not None else Grade.Status.FAILED,
+                met=met,
+            )
     return run
 
 
@@ -285,9 +292,15 @@ def test_a_consensus_run_expects_only_the_cluster_criteria_of_its_subset_version
         response = Response.objects.create(conversation=conversation, text="Call 911.", sample_index=k)
         for c in graded_criteria:
             Grade.objects.create(
-                run=run, response=response, criterion=c, position=c.position, criterion_text=c.text,
-                points=c.points, tags=c.tags, met=True,
-            )  # fmt: skip
+                run=run,
+                response=response,
+                criterion=c,
+                position=c.position,
+                criterion_text=c.text,
+                points=c.points,
+                tags=c.tags,
+                met=True,
+            )
     report = run_report(run=run).data
     assert report["counts"]["missing"] == 1
     assert (report["counts"]["examples_scored"], report["counts"]["examples_incomplete"]) == (1, 1)
@@ -325,7 +338,8 @@ def test_reused_grades_are_counted(db, tmp_path):
 def test_a_run_without_grades_has_no_score(db):
     Run.objects.create(plan=Run.Plan.STORED, name="empty")
     report = report_json("empty")
-    assert report["score"] is None and report["metrics"] == {}
+    assert report["score"] is None
+    assert report["metrics"] == {}
     assert report["counts"]["examples"] == 0
 
 
@@ -340,7 +354,8 @@ def test_csv_has_one_row_per_metric_with_score_first(db, tmp_path):
     table = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert out.getvalue().startswith("name,value,n_samples,bootstrap_std\n")
     names = [row["name"] for row in table]
-    assert names[0] == "score" and names[1:] == sorted(names[1:])
+    assert names[0] == "score"
+    assert names[1:] == sorted(names[1:])
     metrics = report["metrics"]
     assert set(names) == {k for k in metrics if not k.endswith((":n_samples", ":bootstrap_std"))} | {"score"}
     for row in table[1:]:

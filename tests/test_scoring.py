@@ -115,14 +115,14 @@ def test_rubric_tag_wins_over_an_example_tag_of_the_same_name():
 
 
 def test_a_rubric_without_positive_points_cannot_be_scored():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no criterion with positive points"):
         scoring.example_metrics([-5], [False], [[]], [])
 
 
 def test_repeated_tags_are_rejected():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="repeat a tag"):
         scoring.example_metrics([5], [True], [["axis:accuracy", "axis:accuracy"]], [])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="repeat a tag"):
         scoring.encode_tags([["theme:hedging", "theme:hedging"]])
 
 
@@ -276,7 +276,7 @@ def test_responses_with_fewer_grades_than_expected_are_incomplete():
 
 
 def test_more_grades_than_expected_is_an_error():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="more grades than expected"):
         scoring.score_grades(
             grade_response=[0, 0],
             grade_criterion=[0, 0],
@@ -315,10 +315,15 @@ def test_bulk_rubric_tag_with_only_negative_criteria_gets_no_score():
 
 
 @pytest.mark.parametrize(
-    "change",
-    [{"grade_met": [2]}, {"grade_response": [1]}, {"grade_criterion": [-1]}, {"response_conversation": [3]}],
+    ("change", "message"),
+    [
+        ({"grade_met": [2]}, "MET, NOT_MET or MISSING"),
+        ({"grade_response": [1]}, "out of range"),
+        ({"grade_criterion": [-1]}, "out of range"),
+        ({"response_conversation": [3]}, "out of range"),
+    ],
 )
-def test_bad_grade_arrays_are_rejected(change):
+def test_bad_grade_arrays_are_rejected(change, message):
     arrays = {
         "grade_response": [0],
         "grade_criterion": [0],
@@ -328,7 +333,7 @@ def test_bad_grade_arrays_are_rejected(change):
         **tags(criterion_tags=[[]], conversation_tags=[[]]),
     }
     scoring.score_grades(**arrays)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=message):
         scoring.score_grades(**{**arrays, **change})
 
 

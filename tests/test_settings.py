@@ -35,7 +35,7 @@ def test_postgres_is_used_when_database_url_is_set(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "env, message",
+    ("env", "message"),
     [
         ({"CONSENSUS_MIN_AGREE": "two"}, "CONSENSUS_MIN_AGREE='two' is not an integer"),
         ({"CONSENSUS_MIN_AGREE": "0"}, "CONSENSUS_MIN_AGREE=0 is below the minimum of 1"),

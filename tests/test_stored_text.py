@@ -119,8 +119,10 @@ def test_report_pages_and_downloads_survive_odd_grades(client, tmp_path):
     grade = Grade.objects.filter(run=run).order_by("id").first()
     response = Response.objects.order_by("id").first()
     if SQLITE:
-        _raw("UPDATE grading_grade SET tags = %s, explanation = %s WHERE id = %s",
-             ['["axis:accuracy", "level:example", "odd:\\udbff"]', "nul \x00 here", grade.id])  # fmt: skip
+        _raw(
+            "UPDATE grading_grade SET tags = %s, explanation = %s WHERE id = %s",
+            ['["axis:accuracy", "level:example", "odd:\\udbff"]', "nul \x00 here", grade.id],
+        )
         _raw("UPDATE grading_response SET text = %s WHERE id = %s", ["nul \x00 reply", response.id])
     conversation = response.conversation
     _raw("UPDATE annotation_conversation SET messages = %s WHERE id = %s", [BAD_MESSAGES, conversation.id])
@@ -141,7 +143,8 @@ def test_check_stored_text_reports_then_repairs(odd, capsys):
     report = capsys.readouterr().out
     assert "annotation.Conversation id" in report
     assert "field messages[0].content: holds a lone surrogate (\\ud800)" in report
-    assert "annotation.IdealResponse" in report and "field reference_responses[0]" in report
+    assert "annotation.IdealResponse" in report
+    assert "field reference_responses[0]" in report
     if SQLITE:
         assert "field text: holds a NUL character" in report
         assert "field theme: is 40 characters long; the column holds 32 (cut to fit)" in report

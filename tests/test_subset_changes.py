@@ -59,7 +59,8 @@ def test_hand_picking_adds_the_known_ids_and_lists_the_unknown_ones(curator, dat
 
 def test_hand_picking_only_unknown_ids_changes_nothing_and_says_so(curator, dataset):
     page = _pick(curator, "nope", follow=True).text
-    assert "None of these prompt_ids is a conversation here, so nothing changed" in page and "nope" in page
+    assert "None of these prompt_ids is a conversation here, so nothing changed" in page
+    assert "nope" in page
     assert _members() == ["p-1", "p-2", "p-3", "p-4"]
 
 
@@ -67,7 +68,8 @@ def test_removing_shows_a_preview_and_changes_nothing_until_confirmed(curator, d
     page = _pick(curator, "p-2\nnope", action="remove")
     assert page.status_code == 200
     text = page.text
-    assert "Check before applying" in text and "remove 1" in text
+    assert "Check before applying" in text
+    assert "remove 1" in text
     assert "Not found, so left out: nope." in text
     assert _members() == ["p-1", "p-2", "p-3", "p-4"]
     fingerprint = text.split('name="confirm" value="')[1].split('"')[0]
@@ -100,7 +102,8 @@ def test_rebuilding_consensus_previews_before_removing(curator, dataset):
     for prompt_id in ("p-1", "p-2"):
         SubsetMember.objects.create(subset=consensus, conversation=Conversation.objects.get(prompt_id=prompt_id))
     text = curator.post(reverse("curator_subset_rebuild", args=["consensus"])).text
-    assert "Rebuild from attached consensus criteria" in text and "remove 1" in text
+    assert "Rebuild from attached consensus criteria" in text
+    assert "remove 1" in text
     assert _members("consensus") == ["p-1", "p-2"]
 
 
@@ -160,7 +163,8 @@ def test_the_api_refuses_to_freeze_an_empty_subset(dataset):
     client = APIClient()
     client.force_authenticate(person("cura2", Physician.Role.CURATOR))
     response = client.post("/api/subsets/empty/freeze/")
-    assert response.status_code == 400 and "no members" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "no members" in response.json()["detail"]
 
 
 def test_members_show_the_opening_words_theme_and_a_link(curator, dataset):

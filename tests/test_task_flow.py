@@ -41,12 +41,15 @@ def test_a_rubric_with_sign_warnings_is_submitted_only_once_confirmed(world):
     page = owner.post(reverse("rubric_submit", args=[world.a.code]))
     text = page.content.decode()
     assert page.status_code == 409
-    assert "2 criteria still read against their sign: " in text and "#2</a>, <a" in text and "Submit anyway?" in text
+    assert "2 criteria still read against their sign: " in text
+    assert "#2</a>, <a" in text
+    assert "Submit anyway?" in text
     world.rubric_task.refresh_from_db()
     assert world.rubric_task.is_open
     confirmed = owner.post(reverse("rubric_submit", args=[world.a.code]), {"confirm": "sign"})
     world.rubric_task.refresh_from_db()
-    assert confirmed.status_code == 302 and world.rubric_task.is_done
+    assert confirmed.status_code == 302
+    assert world.rubric_task.is_done
 
 
 def test_a_rubric_without_warnings_submits_at_once_and_leads_to_the_next_task(world):
@@ -54,7 +57,8 @@ def test_a_rubric_without_warnings_submits_at_once_and_leads_to_the_next_task(wo
     _add(owner, world.a, "Advises calling emergency services now.", 9)
     response = owner.post(reverse("rubric_submit", args=[world.a.code]), follow=True)
     assert response.redirect_chain[-1][0] == reverse("ideal_editor", args=[world.a.code])
-    assert "submitted" in response.content.decode() and "Next: write ideal response" in response.content.decode()
+    assert "submitted" in response.content.decode()
+    assert "Next: write ideal response" in response.content.decode()
 
 
 # --- 2. the next task, everywhere -----------------------------------------------------------------
@@ -67,7 +71,8 @@ def test_save_and_next_on_an_ideal_response_goes_to_the_next_task(world):
         reverse("ideal_editor", args=[world.a.code]), {"text": "Call an ambulance now.", "action": "next"}
     )
     # Another ideal response first, before tasks of other kinds.
-    assert response.status_code == 302 and response.url == reverse("ideal_editor", args=[second.code])
+    assert response.status_code == 302
+    assert response.url == reverse("ideal_editor", args=[second.code])
     assert IdealResponse.objects.get(author=world.owner).text == "Call an ambulance now."
 
 
@@ -77,14 +82,17 @@ def test_the_last_vote_offers_the_next_task(world):
         response = client.post(
             reverse("vote", args=[world.a.code, entry.code]), {"applies": "yes"}, **htmx()
         ).content.decode()
-    assert "done, thank you" in response and "Next task: write" in response and "data-next-task" in response
+    assert "done, thank you" in response
+    assert "Next task: write" in response
+    assert "data-next-task" in response
 
 
 def test_the_end_of_labeling_leads_to_another_kind_of_task(world):
     client = client_for(world.colleague)
     for item in (world.label_task, world.next_label_task):
         response = client.post(reverse("label_item", args=[item.code]), {"met": "yes"}, **htmx()).content.decode()
-    assert "Nothing left to label" in response and "Next task: write rubric" in response
+    assert "Nothing left to label" in response
+    assert "Next task: write rubric" in response
 
 
 # --- 3. drafts ---------------------------------------------------------------------------------------
@@ -99,7 +107,8 @@ def test_an_ideal_response_draft_comes_back_in_a_new_session_and_goes_once_saved
     assert _draft(client_for(world.owner), key, "Call an ambulance; while you wait…").status_code == 200
     # A new login, another browser: the draft is on the server.
     page = client_for(world.owner).get(reverse("ideal_editor", args=[world.a.code])).content.decode()
-    assert "Call an ambulance; while you wait…" in page and "Your draft from" in page
+    assert "Call an ambulance; while you wait…" in page
+    assert "Your draft from" in page
     client_for(world.owner).post(reverse("ideal_editor", args=[world.a.code]), {"text": "Final.", "action": "stay"})
     assert not Draft.objects.filter(key=key).exists()
 
@@ -146,7 +155,8 @@ def test_cant_judge_on_a_label_is_stored_apart_and_finishes_the_item(world):
     world.label_task.refresh_from_db()
     assert world.label_task.is_done
     curator_page = client_for(world.curator).get(reverse("conversation_detail", args=[world.a.code])).text
-    assert "The response is cut off or empty" in curator_page and "Stops mid-sentence" in curator_page
+    assert "The response is cut off or empty" in curator_page
+    assert "Stops mid-sentence" in curator_page
 
 
 def test_cant_judge_on_a_vote_stays_out_of_the_consensus_count(world):
@@ -183,11 +193,13 @@ def test_guidelines_open_the_first_time_and_are_linked_after(world):
     owner = client_for(world.owner)
     url = reverse("votes", args=[world.a.code])
     first = owner.get(url).content.decode()
-    assert "Before you start" in first and "<strong>from the conversation</strong>" in first
+    assert "Before you start" in first
+    assert "<strong>from the conversation</strong>" in first
     owner.post(reverse("guideline_read", args=["consensus_vote"]), {"next": url})
     assert GuidelineRead.objects.filter(physician=world.owner, kind="consensus_vote").exists()
     again = owner.get(url).content.decode()
-    assert "Before you start" not in again and "Guidelines for this task" in again
+    assert "Before you start" not in again
+    assert "Guidelines for this task" in again
     assert "from the conversation" in owner.get(reverse("guidelines")).content.decode()
 
 
@@ -205,26 +217,30 @@ def test_nobody_labels_a_conversation_on_which_they_still_vote(world):
         kind=Assignment.Kind.LABEL, conversation_ids=[world.a.id], physicians=[world.outsider], per_item=2
     )
     # The outsider's vote task on conversation a is open: no labeling for them there, and the preview says why.
-    assert plan.tasks == 0 and plan.short == 2
+    assert plan.tasks == 0
+    assert plan.short == 2
     assert "skipped dr_outsider, who still votes on its consensus criteria" in plan.reasons[0]
     vote.status, vote.completed = Assignment.Status.DONE, vote.created
     vote.save()
     plan = assignments_plan(
         kind=Assignment.Kind.LABEL, conversation_ids=[world.a.id], physicians=[world.outsider], per_item=2
     )
-    assert plan.tasks == 2 and plan.per_physician == [("dr_outsider", 2)]
+    assert plan.tasks == 2
+    assert plan.per_physician == [("dr_outsider", 2)]
 
 
 def test_the_preview_names_conversations_that_give_nothing_to_label(world):
     plan = assignments_plan(
         kind=Assignment.Kind.LABEL, conversation_ids=[world.b.id], physicians=[world.outsider], per_item=1
     )
-    assert plan.tasks == 0 and plan.empty == ["conv-b: it has no model responses to label"]
+    assert plan.tasks == 0
+    assert plan.empty == ["conv-b: it has no model responses to label"]
     page = client_for(world.curator).get(
         reverse("assignments"), {"kind": "label", "per_item": 1, "limit": 50, "theme": "hedging"}
     )
     text = page.content.decode()
-    assert "conv-b: it has no model responses to label" in text and "Assign 0 tasks" in text
+    assert "conv-b: it has no model responses to label" in text
+    assert "Assign 0 tasks" in text
 
 
 def test_assigning_keeps_the_form_and_counts_in_the_right_number(world):
@@ -235,7 +251,9 @@ def test_assigning_keeps_the_form_and_counts_in_the_right_number(world):
         reverse("assignments"),
         {"kind": "rubric", "per_item": "1", "limit": "1", "status": "unassigned", "physician_status": "active"},
     )
-    assert response.status_code == 302 and "kind=rubric" in response.url and "per_item=1" in response.url
+    assert response.status_code == 302
+    assert "kind=rubric" in response.url
+    assert "per_item=1" in response.url
     page = curator.get(response.url)
     assert "1 task created over 1 item" in page.content.decode()
     assert Assignment.objects.filter(conversation=fresh, kind="rubric").count() == 1

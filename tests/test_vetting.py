@@ -92,7 +92,8 @@ def test_removal_flags_their_criteria_and_cancels_their_open_tasks(world):
     done.save()
     outcome = physician_status_set(physician=world.owner, status=Physician.Status.REMOVED)
     mine.refresh_from_db()
-    assert mine.flagged_for_review and outcome.flagged == 1
+    assert mine.flagged_for_review
+    assert outcome.flagged == 1
     assert outcome.cancelled == 2  # rubric and ideal response; the done vote task stays done
     assert set(Assignment.objects.filter(physician=world.owner).values_list("status", flat=True)) == {
         "cancelled",
@@ -117,14 +118,18 @@ def test_a_removed_physician_can_no_longer_work(world):
 
 def test_the_page_lists_physicians_and_only_curators_get_buttons(world):
     page = client_for(world.curator).get(reverse("physicians")).text
-    assert "dr_applicant" in page and "Start trial" in page and "Make active" in page
+    assert "dr_applicant" in page
+    assert "Start trial" in page
+    assert "Make active" in page
     read_only = client_for(world.researcher).get(reverse("physicians")).text
-    assert "dr_applicant" in read_only and "Start trial" not in read_only
+    assert "dr_applicant" in read_only
+    assert "Start trial" not in read_only
 
 
 def test_the_page_filters_by_status(world):
     page = client_for(world.curator).get(reverse("physicians"), {"status": "trial"}).text
-    assert "dr_trial" in page and "dr_owner" not in page
+    assert "dr_trial" in page
+    assert "dr_owner" not in page
 
 
 def test_a_researcher_cannot_change_a_status(world):

@@ -107,9 +107,13 @@ def make_world() -> World:
     ]
     other_theme = consensus("hedging_0", theme="hedging")
     imported = Criterion.objects.create(
-        conversation=a, position=0, text="Tells the user to call emergency services now.", points=9,
-        tags=["level:example", "axis:completeness"], axis="completeness",
-    )  # fmt: skip
+        conversation=a,
+        position=0,
+        text="Tells the user to call emergency services now.",
+        points=9,
+        tags=["level:example", "axis:completeness"],
+        axis="completeness",
+    )
     cluster = attach(a, catalogue[0], position=1)
     responses = [
         Response.objects.create(
@@ -120,9 +124,21 @@ def make_world() -> World:
     ideal_task = task(owner, Assignment.Kind.IDEAL_RESPONSE, a, condition=IdealResponse.Condition.WITH_REFERENCE)
     ideal_task.reference_responses.set(responses)
     return World(
-        owner=owner, colleague=colleague, outsider=outsider, trial=trial, applicant=applicant, removed=removed,
-        curator=curator, researcher=researcher, a=a, b=b, catalogue=catalogue, other_theme=other_theme,
-        imported=imported, cluster=cluster, responses=responses,
+        owner=owner,
+        colleague=colleague,
+        outsider=outsider,
+        trial=trial,
+        applicant=applicant,
+        removed=removed,
+        curator=curator,
+        researcher=researcher,
+        a=a,
+        b=b,
+        catalogue=catalogue,
+        other_theme=other_theme,
+        imported=imported,
+        cluster=cluster,
+        responses=responses,
         rubric_task=task(owner, Assignment.Kind.RUBRIC, a),
         ideal_task=ideal_task,
         vote_task=task(owner, Assignment.Kind.CONSENSUS_VOTE, a),
@@ -130,7 +146,7 @@ def make_world() -> World:
         colleague_rubric_task=task(colleague, Assignment.Kind.RUBRIC, b),
         colleague_vote_task=task(colleague, Assignment.Kind.CONSENSUS_VOTE, a),
         next_label_task=task(colleague, Assignment.Kind.LABEL, a, response=responses[1], criterion=cluster),
-    )  # fmt: skip
+    )
 
 
 def client_for(who: Physician | None, *, csrf: bool = False) -> Client:

@@ -169,8 +169,20 @@ def _tags_json(tags: tuple[str, ...]) -> str:
 
 def _criterion_row(conversation_id: int, position: int, item, catalogue: dict, now) -> tuple:
     consensus = catalogue[item.cluster].id if item.cluster else None
-    return (conversation_id, position, item.criterion, item.points, _tags_json(item.tags),
-            item.level, item.axis, consensus, None, False, now, now)  # fmt: skip
+    return (
+        conversation_id,
+        position,
+        item.criterion,
+        item.points,
+        _tags_json(item.tags),
+        item.level,
+        item.axis,
+        consensus,
+        None,
+        False,
+        now,
+        now,
+    )
 
 
 def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary:
@@ -276,7 +288,7 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
                 db_json(list(r.ideal.ref_completions)),
                 True,
                 now,
-            )  # fmt: skip
+            )
             for r, cid in ideal_rows
             if r.ideal is not None
         ],

@@ -21,7 +21,8 @@ from annotation.services.locking import conversation_lock
 
 
 def cant_judge_label(*, task: Assignment, reason: str, note: str = "") -> CantJudge:
-    assert task.response_id is not None and task.criterion_id is not None  # a labeling task names its item
+    if task.response_id is None or task.criterion_id is None:
+        raise ValueError(f"task {task.pk} is not a labeling task: it names no response and criterion")
     item = {"physician_id": task.physician_id, "response_id": task.response_id, "criterion_id": task.criterion_id}
     with transaction.atomic():
         PhysicianLabel.objects.filter(**item).delete()

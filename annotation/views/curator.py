@@ -131,9 +131,11 @@ def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str
                 request, "The subset or the data changed since that preview. Check this one and confirm again."
             )
         fields = [
-            (key, value) for key, values in request.POST.lists() if key not in ("csrfmiddlewaretoken", "confirm")
+            (key, value)
+            for key, values in request.POST.lists()
+            if key not in ("csrfmiddlewaretoken", "confirm")
             for value in values
-        ]  # fmt: skip
+        ]
         preview = {
             "plan": plan,
             "fields": fields,

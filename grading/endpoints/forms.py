@@ -28,12 +28,31 @@ class EndpointForm(forms.ModelForm):
     class Meta:
         model = Endpoint
         fields = [
-            "name", "base_url", "api_style", "model", "key_variable", "reasoning", "reasoning_effort",
-            "temperature", "max_output_tokens", "structured_output", "timeout_seconds", "price_input",
-            "price_cached_input", "price_output", "requests_per_minute", "tokens_per_minute",
-            "max_concurrency", "notes",
-        ]  # fmt: skip
-        widgets = {"notes": forms.Textarea(attrs={"rows": 2})}
+            "name",
+            "base_url",
+            "api_style",
+            "model",
+            "key_variable",
+            "reasoning",
+            "reasoning_effort",
+            "temperature",
+            "max_output_tokens",
+            "system_message",
+            "structured_output",
+            "timeout_seconds",
+            "price_input",
+            "price_cached_input",
+            "price_output",
+            "requests_per_minute",
+            "tokens_per_minute",
+            "max_concurrency",
+            "notes",
+        ]
+        widgets = {"notes": forms.Textarea(attrs={"rows": 2}), "system_message": forms.Textarea(attrs={"rows": 2})}
+        help_texts = {
+            "system_message": "Sent before every conversation (as a developer message on Responses); empty: none. "
+            "The Original HealthBench grader preset sends the reference's.",
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -15,14 +15,18 @@ from grading.endpoints.forms import EndpointForm
 from grading.endpoints.presets import PRESETS
 from grading.endpoints.selectors import endpoints_listed, endpoints_with_key_problems
 from grading.endpoints.services import endpoint_save
+from grading.reports.grader_marks import endpoint_verdict
 
 
 @require_GET
 @login_required
 def endpoint_list(request: HttpRequest) -> HttpResponse:
     role = require_role(request, *READERS)
+    endpoints = list(endpoints_listed())
+    for endpoint in endpoints:
+        endpoint.verdict = endpoint_verdict(endpoint)  # type: ignore[attr-defined]
     context = {
-        "endpoints": endpoints_listed(),
+        "endpoints": endpoints,
         "can_edit": role == "curator",
         "presets": PRESETS.values(),
         "key_problems": endpoints_with_key_problems() if role == "curator" else [],

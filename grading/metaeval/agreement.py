@@ -375,19 +375,28 @@ def grader_rank(
         values = np.array([m["value"] for m in physicians.get(prefix + doc_base, {}).values()])
         if grader_metric is None:
             out[prefix + model_base] = {
-                "value": None, "n_physicians": values.size, "n_higher": None,
-                "n_tied": None, "n_lower": None, "rank": None, "percentile": None,
-            }  # fmt: skip
+                "value": None,
+                "n_physicians": values.size,
+                "n_higher": None,
+                "n_tied": None,
+                "n_lower": None,
+                "rank": None,
+                "percentile": None,
+            }
             continue
         value = grader_metric["value"]
         higher = int(np.sum(values > value + tie_tolerance))
         lower = int(np.sum(values < value - tie_tolerance))
         tied = values.size - higher - lower
         out[prefix + model_base] = {
-            "value": value, "n_physicians": values.size, "n_higher": higher,
-            "n_tied": tied, "n_lower": lower, "rank": higher + 1,
+            "value": value,
+            "n_physicians": values.size,
+            "n_higher": higher,
+            "n_tied": tied,
+            "n_lower": lower,
+            "rank": higher + 1,
             "percentile": 100.0 * (lower + 0.5 * tied) / values.size if values.size else None,
-        }  # fmt: skip
+        }
     return out
 
 

@@ -155,7 +155,7 @@ def _describe(
         low, high = (float(x) for x in np.quantile(defined, [tail, 1 - tail])) if defined.size else (None, None)
         out[f"{prefixes[scope]}{metric}"] = {
             "value": None if np.isnan(value) else float(value),
-            "n": int(round(n[scope])),
+            "n": round(n[scope]),
             "low": None if np.isnan(value) else low,
             "high": None if np.isnan(value) else high,
             "n_defined": int(defined.size),

@@ -30,9 +30,18 @@ from annotation.formats.validation import (
 )
 
 META_EVAL_KEYS = (
-    "anonymized_physician_ids", "binary_labels", "category", "completion", "completion_id",
-    "prompt", "prompt_id", "rubric", "canary", "item_id", "dataset",
-)  # fmt: skip
+    "anonymized_physician_ids",
+    "binary_labels",
+    "category",
+    "completion",
+    "completion_id",
+    "prompt",
+    "prompt_id",
+    "rubric",
+    "canary",
+    "item_id",
+    "dataset",
+)
 META_EVAL_REQUIRED = ("anonymized_physician_ids", "binary_labels", "category", "completion_id", "prompt_id")
 GRADER_LABEL_KEYS = ("prompt_id", "completion_id", "category", "criteria_met", "explanation")
 GRADER_LABEL_REQUIRED = GRADER_LABEL_KEYS[:-1]
@@ -142,10 +151,11 @@ def _labels(line: int, data: dict) -> tuple[tuple[tuple[str, bool], ...], tuple[
         if pid in first:
             if labels[first[pid]] != label:
                 raise _fail(
-                    line, f"binary_labels[{i}]",
+                    line,
+                    f"binary_labels[{i}]",
                     f"physician {pid[:12]}… labels this item twice, {json.dumps(labels[first[pid]])} "
                     f"at [{first[pid]}] and {json.dumps(label)} here",
-                )  # fmt: skip
+                )
             repeated.append(pid)
             continue
         first[pid] = i
@@ -259,14 +269,17 @@ def parse_meta_eval_lines(lines: Iterable[bytes | LineTooLong]) -> MetaEvalFile:
             found = [exc.error]
         else:
             found = [
-                e for e in (
+                e
+                for e in (
                     prompts.check(number, row.prompt_id, row.messages) if row.messages is not None else None,
                     owners.check(number, row.completion_id, row.prompt_id),
                     completions.check(number, row.completion_id, row.completion)
-                    if row.completion is not None else None,
+                    if row.completion is not None
+                    else None,
                     rubrics.check(number, row.category, row.rubric) if row.rubric is not None else None,
-                ) if e is not None
-            ]  # fmt: skip
+                )
+                if e is not None
+            ]
             if row.item in items:
                 found.append(
                     RowError(

@@ -101,8 +101,25 @@ def _grade_rows(run_id: int, rows: list[GraderLabelRow], items: list[_Item], now
         item, row = items[i], rows[i]
         position = seen[item.response_id] = seen.get(item.response_id, -1) + 1
         tags = db_json(list(item.tags))
-        grade = (run_id, item.response_id, item.criterion_id, position, item.text, item.points, tags,
-                 Grade.Status.GRADED, row.met, row.explanation, "", "", 0, None, None, False, now)  # fmt: skip
+        grade = (
+            run_id,
+            item.response_id,
+            item.criterion_id,
+            position,
+            item.text,
+            item.points,
+            tags,
+            Grade.Status.GRADED,
+            row.met,
+            row.explanation,
+            "",
+            "",
+            0,
+            None,
+            None,
+            False,
+            now,
+        )
         out.append(grade)
     return out
 

@@ -54,7 +54,7 @@ def _capped(errors: list[RowError]) -> list[RowError]:
 
 def _md5(text: str) -> str:
     # Compared with the database's MD5() so that re-imports need not read every stored text back.
-    return hashlib.md5(text.encode()).hexdigest()
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 @dataclass
@@ -294,8 +294,20 @@ def _attach(
         # A new criterion goes after the conversation's rubric, so stored positions never move.
         last[cid] = last.get(cid, -1) + 1
         entry = by_id[ccid]
-        row = (cid, last[cid], entry.text, entry.points, db_json(entry.tags()), Criterion.Level.CLUSTER,
-               entry.axis, ccid, None, False, now, now)  # fmt: skip
+        row = (
+            cid,
+            last[cid],
+            entry.text,
+            entry.points,
+            db_json(entry.tags()),
+            Criterion.Level.CLUSTER,
+            entry.axis,
+            ccid,
+            None,
+            False,
+            now,
+            now,
+        )
         new_rows.append(row)
     attached.update(zip(new, insert_rows(Criterion, Criterion.INSERT_COLUMNS, new_rows), strict=True))
     summary.criteria_attached = len(new)
@@ -358,7 +370,7 @@ def _responses(
                 now,
             )
             for cid, c in new
-        ],  # fmt: skip
+        ],
     )
     found.update(zip(new, ids, strict=True))
     summary.responses_created = len(new)

@@ -101,14 +101,16 @@ def _items(analysis: Analysis, indices: list[int]) -> list[dict[str, Any]]:
     out = []
     for i in indices:
         prompt_id, completion_id = keys[int(data.response_id[i])]
-        out.append({
-            "prompt_id": prompt_id,
-            "completion_id": completion_id,
-            "category": data.labels.category_names[category[i]],
-            "grader": bool(data.grader[i] == 1.0),
-            "n_met": int(yes[i]),
-            "n_not_met": int(total[i] - yes[i]),
-        })  # fmt: skip
+        out.append(
+            {
+                "prompt_id": prompt_id,
+                "completion_id": completion_id,
+                "category": data.labels.category_names[category[i]],
+                "grader": bool(data.grader[i] == 1.0),
+                "n_met": int(yes[i]),
+                "n_not_met": int(total[i] - yes[i]),
+            }
+        )
     return out
 
 
@@ -176,18 +178,37 @@ def report_csv(document: dict[str, Any]) -> str:
         peers = document["physicians"].get(name.replace("pairwise_model_", "pairwise_physician_"), {})
         median = statistics.median(m["value"] for m in peers.values()) if peers else None
         cells = [
-            scope, base, metric["n"], metric["value"],
-            interval.get("low"), interval.get("high"), interval.get("n_defined"), interval.get("n_resamples"),
-            rank.get("rank"), rank.get("n_physicians"), rank.get("n_higher"), rank.get("n_tied"), rank.get("n_lower"),
-            rank.get("percentile"), median,
-        ]  # fmt: skip
+            scope,
+            base,
+            metric["n"],
+            metric["value"],
+            interval.get("low"),
+            interval.get("high"),
+            interval.get("n_defined"),
+            interval.get("n_resamples"),
+            rank.get("rank"),
+            rank.get("n_physicians"),
+            rank.get("n_higher"),
+            rank.get("n_tied"),
+            rank.get("n_lower"),
+            rank.get("percentile"),
+            median,
+        ]
         rows.append(["" if c is None else c for c in cells])
     for table in (document["cohen_kappa"], document["krippendorff_alpha"]):
         for name, chance in table.items():
             scope, base = _split(name)
             value = UNDEFINED if chance["value"] is None else chance["value"]
-            cells = [scope, base, chance["n"], value, chance["low"], chance["high"], chance["n_defined"],
-                     chance["n_resamples"]]  # fmt: skip
+            cells = [
+                scope,
+                base,
+                chance["n"],
+                value,
+                chance["low"],
+                chance["high"],
+                chance["n_defined"],
+                chance["n_resamples"],
+            ]
             rows.append(["" if c is None else c for c in cells] + [""] * (len(CSV_COLUMNS) - len(cells)))
     # Review counts: metric items_physicians_split / items_grader_against_agreeing_physicians, value the count.
     for name, cause in document.get("review", {}).items():
@@ -204,7 +225,7 @@ def _scope_counts(data: RunLabels, indices: list[int] | np.ndarray) -> dict[str,
     category[data.labels.item] = data.labels.category
     counts = np.bincount(category[np.asarray(indices, dtype=np.intp)], minlength=len(data.labels.category_names))
     out = dict(zip(data.labels.category_names, counts.tolist(), strict=True))
-    out[OVERALL] = int(len(indices))
+    out[OVERALL] = len(indices)
     return out
 
 
@@ -212,17 +233,19 @@ def report_page(analyses: list[Analysis]) -> dict[str, Any]:
     """What the report page shows for one or more runs side by side: a summary and one row per scope."""
     runs: list[dict[str, Any]] = []
     for index, a in enumerate(analyses):
-        runs.append({
-            "run": a.data.run,
-            "colour": COLOURS[index % len(COLOURS)],
-            "items": a.data.n_items,
-            "missing": a.data.n_missing,
-            "labels": int(a.data.labels.item.size),
-            "physicians": len(a.data.labels.physician_ids),
-            "labels_merged": a.data.labels_merged,
-            "items_by_scope": _scope_counts(a.data, np.arange(a.data.n_items)),
-            "flagged_by_scope": _scope_counts(a.data, a.result["disagreements"]["item"]),
-        })  # fmt: skip
+        runs.append(
+            {
+                "run": a.data.run,
+                "colour": COLOURS[index % len(COLOURS)],
+                "items": a.data.n_items,
+                "missing": a.data.n_missing,
+                "labels": int(a.data.labels.item.size),
+                "physicians": len(a.data.labels.physician_ids),
+                "labels_merged": a.data.labels_merged,
+                "items_by_scope": _scope_counts(a.data, np.arange(a.data.n_items)),
+                "flagged_by_scope": _scope_counts(a.data, a.result["disagreements"]["item"]),
+            }
+        )
     categories = sorted({name for a in analyses for name in a.data.labels.category_names})
     rows = []
     for scope in [OVERALL, *categories]:
@@ -236,21 +259,23 @@ def report_page(analyses: list[Analysis]) -> dict[str, Any]:
             value = model["value"] if model else None
             kappa: ChanceMetric | dict = a.result["kappa"].get(prefix + KAPPA, {})
             alpha: ChanceMetric | dict = a.result["alpha"].get(prefix + ALPHA, {})
-            cells.append({
-                "run": summary["run"],
-                "colour": summary["colour"],
-                "items": summary["items_by_scope"].get(scope, 0),
-                "flagged": summary["flagged_by_scope"].get(scope, 0),
-                "value": value,
-                "low": interval.get("low"),
-                "high": interval.get("high"),
-                "rank": rank.get("rank"),
-                "n_physicians": len(peers),
-                "percentile": rank.get("percentile"),
-                "physician_median": statistics.median(m["value"] for m in peers.values()) if peers else None,
-                "kappa": kappa,
-                "alpha": alpha,
-            })  # fmt: skip
+            cells.append(
+                {
+                    "run": summary["run"],
+                    "colour": summary["colour"],
+                    "items": summary["items_by_scope"].get(scope, 0),
+                    "flagged": summary["flagged_by_scope"].get(scope, 0),
+                    "value": value,
+                    "low": interval.get("low"),
+                    "high": interval.get("high"),
+                    "rank": rank.get("rank"),
+                    "n_physicians": len(peers),
+                    "percentile": rank.get("percentile"),
+                    "physician_median": statistics.median(m["value"] for m in peers.values()) if peers else None,
+                    "kappa": kappa,
+                    "alpha": alpha,
+                }
+            )
             lanes.append(
                 Lane(
                     [m["value"] for m in peers.values()],

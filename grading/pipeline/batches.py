@@ -51,6 +51,7 @@ from grading.pipeline.client import ChatReply, FailureWatch, GradeOutcome, Retry
 from grading.pipeline.endpoint import CallTarget, EndpointConfigError
 from grading.pipeline.failure_log import failures_note
 from grading.pipeline.grader_prompt import conversation_block, render, rubric_item
+from grading.pipeline.provider_batches import BatchFatal, Request, provider_batches_work
 from grading.pipeline.rate_limit import limiter_for_loop
 from grading.pipeline.runs import (
     MAX_BATCH_FAILURES,
@@ -69,6 +70,7 @@ from grading.pipeline.sampling import (
 )
 from grading.pipeline.slots import slots_for_run
 from grading.plans import changes_rubrics, version_rubrics
+from healthbench_web.celery import app as celery_app
 from healthbench_web.redact import endpoint_keys, redact
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class Outcome(enum.StrEnum):
     PAUSED = "paused"  # worked WORK_SECONDS: handed back and queued again
     STOPPED = "stopped"  # the run was cancelled or the claim lost
     FAILED = "failed"  # the run cannot work (configuration, or its endpoint failed fatally)
+    WAITING = "waiting"  # its provider batches are not done: handed back, polled again later
 
 
 def lease() -> timedelta:
@@ -184,6 +187,11 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
     elif outcome is Outcome.PAUSED:
         if claim.hand_back():
             batches_queue([batch_id])
+    elif outcome is Outcome.WAITING:
+        if celery_app.conf.task_always_eager:
+            time.sleep(settings.GRADING_BATCH_POLL_SECONDS)  # the countdown is ignored there
+        if claim.hand_back():
+            batches_queue([batch_id], countdown=settings.GRADING_BATCH_POLL_SECONDS)
     elif outcome is Outcome.DONE and claim.finish(failed_samples=failed_samples):
         run_progress_step(run_id=run_id)
         run_finish_if_complete(run_id=run_id)
@@ -250,6 +258,10 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
             if not _write(claim, rows):
                 return Outcome.STOPPED, failed_samples, ""
 
+    if run.batch and not batch.live:
+        outcome, reason = _through_provider_batches(claim, run, grader, prompts, groups, retry)
+        return outcome, failed_samples, reason
+
     def rows_of(results: list[tuple[str, GradeOutcome]]) -> list[Grade]:
         failures_note(run, "grader", [outcome.error for _, outcome in results if outcome.met is None])
         # Items with the same request (rare: a response repeated) share one call. A fatal
@@ -277,6 +289,33 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
     if watch.reason is not None and outcome is not Outcome.STOPPED:
         return Outcome.FAILED, failed_samples, f"grader endpoint {grader.name}: {watch.reason}"
     return outcome, failed_samples, ""
+
+
+def _through_provider_batches(
+    claim: Claim,
+    run: Run,
+    grader: CallTarget,
+    prompts: dict[str, str],
+    groups: dict[str, list[Item]],
+    retry: RetryPolicy,
+) -> tuple[Outcome, str]:
+    """A batched run's step (grading.pipeline.provider_batches): the requests without a grade
+    go to the provider's Batch API, and come back as grades of the same rows as live ones."""
+
+    def rows_for(key: str) -> Callable[[GradeOutcome], list[Grade]]:
+        # Items with the same request share its line, as they share a live call.
+        return lambda outcome: [
+            _grade_row(run.id, item, key, outcome, reused=n > 0) for n, item in enumerate(groups[key])
+        ]
+
+    requests = {key: Request(prompts[key], rows_for(key)) for key in groups}
+    try:
+        state = provider_batches_work(
+            claim=claim, run=run, target=grader, requests=requests, format_attempts=retry.format_attempts
+        )
+    except BatchFatal as exc:
+        return Outcome.FAILED, f"grader endpoint {grader.name}: {exc}"
+    return {"done": Outcome.DONE, "waiting": Outcome.WAITING, "stopped": Outcome.STOPPED}[state], ""
 
 
 def _sample(
@@ -351,25 +390,28 @@ def request_key(grader: CallTarget, prompt_hash: str, prompt: str) -> str:
     if grader.api_style != "chat" or grader.reasoning or grader.structured_output:
         # Only then: the keys of grades stored before these settings existed stay valid.
         how += [grader.api_style, grader.reasoning, grader.reasoning_effort, grader.structured_output]
+    if grader.system_message:
+        how.append(grader.system_message)
     head = json.dumps(how)
     return hashlib.sha256(f"{head}\n{prompt}".encode()).hexdigest()
 
 
 def _requests(run: Run, grader: CallTarget, items: list[Item]) -> tuple[dict[str, str], dict[str, list[Item]]]:
     """The prompt of each distinct request, and the items that ask it."""
-    responses = dict(
-        (rid, (text, cid))
+    responses = {
+        rid: (text, cid)
         for rid, text, cid in Response.objects.filter(id__in={i.response_id for i in items}).values_list(
             "id", "text", "conversation_id"
         )
-    )
+    }
     # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
     messages = cast(
         "dict[int, list]",
         dict(Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")),
     )
     blocks = {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
-    assert run.grader_config is not None  # only runs graded here have batches
+    if run.grader_config is None:  # only runs graded here have batches
+        raise ValueError(f"run {run.pk} has batches but no grader")
     template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
     prompts: dict[str, str] = {}
     groups: dict[str, list[Item]] = {}

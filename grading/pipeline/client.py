@@ -38,7 +38,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import openai
@@ -47,7 +47,8 @@ from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.grader_prompt import MalformedAnswer, parse_answer
 from grading.pipeline.provider_errors import Action, read_error
 from grading.pipeline.replies import EmptyAnswer, NotACompletion, Reply, parse_reply
-from grading.pipeline.request_shape import CHARS_PER_TOKEN, GRADE_SCHEMA, request_body
+from grading.pipeline.request_shape import CHARS_PER_TOKEN, GRADE_SCHEMA, GRADE_SCHEMA_NAME, call_request
+from grading.pipeline.response_prompt import CHUNK_SCHEMA, CHUNK_SCHEMA_NAME, read_chunk_answer, split_usage
 from healthbench_web.redact import redact
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ class RetryPolicy:
         """Exponential, with "equal jitter": half fixed, half random, so that workers that
         failed together do not come back together, yet none retries at once."""
         ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - jitter, not a secret
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -129,6 +130,9 @@ class GradeOutcome:
     reasoning_tokens: int = 0
     cache_write_tokens: int = 0
     fatal: bool = False
+    # Per-response mode: this criterion's entry was missing or unusable, and it was graded
+    # by a per-criterion call of its own.
+    fallback: bool = False
 
 
 # --- the client ---------------------------------------------------------------------------
@@ -225,7 +229,7 @@ def _transport_fault(exc: BaseException, endpoint: CallTarget) -> tuple[str, boo
 def _keys(endpoint: CallTarget) -> list[str]:
     try:
         return [endpoint.api_key()] if endpoint.api_key_env else []
-    except Exception:  # noqa: BLE001 - no key, nothing to remove
+    except Exception:  # no key, nothing to remove
         return []
 
 
@@ -253,7 +257,7 @@ def _status_failure(exc: openai.APIStatusError, endpoint: CallTarget) -> _Failur
 def _body_text(response: httpx2.Response) -> str:
     try:
         return response.text[:2000]
-    except Exception:  # noqa: BLE001 - a body that cannot be read says nothing
+    except Exception:  # a body that cannot be read says nothing
         return ""
 
 
@@ -276,6 +280,7 @@ async def chat(
     policy: RetryPolicy = DEFAULT_RETRY,
     watch: FailureWatch | None = None,
     schema: dict | None = None,
+    schema_name: str = GRADE_SCHEMA_NAME,
     max_tokens: int | None = None,
 ) -> Reply:
     """One completion (Chat Completions or Responses, as the endpoint says), retried on
@@ -285,17 +290,9 @@ async def chat(
     answer is of use (a grader's verdict read, a sample stored)."""
     client = client_for(endpoint)
     limit = max_tokens or endpoint.max_tokens
-    path, body = request_body(
-        api_style=endpoint.api_style,
-        model=endpoint.model,
-        messages=messages,
-        max_tokens=limit,
-        temperature=endpoint.temperature,
-        reasoning=endpoint.reasoning,
-        reasoning_effort=endpoint.reasoning_effort,
-        schema=schema,
-    )
-    estimate = sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + min(limit, 256)
+    path, body = call_request(endpoint, messages, schema=schema, schema_name=schema_name, max_tokens=limit)
+    chars = sum(len(m["content"]) for m in messages) + len(endpoint.system_message)
+    estimate = chars // CHARS_PER_TOKEN + min(limit or 256, 256)
     for attempt in range(1, policy.max_attempts + 1):
         if watch is not None and watch.reason is not None:
             raise CallFailed(watch.reason, attempts=attempt - 1, fatal=True)
@@ -340,7 +337,7 @@ async def chat(
         delay = policy.backoff(attempt)
         if failure.retry_after is not None:
             # The server said when; a little jitter keeps the workers it told from returning in step.
-            delay = min(policy.max_retry_after, failure.retry_after) + random.uniform(0, 0.1 * policy.base_delay)
+            delay = min(policy.max_retry_after, failure.retry_after) + random.uniform(0, 0.1 * policy.base_delay)  # noqa: S311 - jitter
         await asyncio.sleep(delay)
     raise AssertionError("unreachable")
 
@@ -411,10 +408,11 @@ async def ask_grader(
         if reply.refused:
             return _failed(spent, watch, f"the grader refused: {_quote(reply.content)}", "grader refused", raw)
         if reply.truncated:
-            if limit == endpoint.max_tokens:
-                limit = endpoint.max_tokens * 2  # once, with room to finish
+            if limit is not None and limit == endpoint.max_tokens:
+                limit = limit * 2  # once, with room to finish
                 continue
-            return _failed(spent, watch, f"the grader's answer was cut off at {limit} output tokens", "cut off", raw)
+            at = f"{limit} output tokens" if limit is not None else "the model's own output limit"
+            return _failed(spent, watch, f"the grader's answer was cut off at {at}", "cut off", raw)
         answers += 1
         try:
             answer = parse_answer(reply.content)
@@ -425,6 +423,126 @@ async def ask_grader(
             watch.succeeded()
         return spent.outcome(met=answer.met, explanation=answer.explanation, raw_output=raw)
     return _failed(spent, watch, f"unreadable answer {policy.format_attempts} times: {problem}", "unreadable", raw)
+
+
+async def ask_grader_chunk(
+    endpoint: CallTarget,
+    prompt: str,
+    n: int,
+    fallback_prompt: Callable[[int], str],
+    *,
+    limiter: RateLimiter,
+    policy: RetryPolicy = DEFAULT_RETRY,
+    watch: FailureWatch | None = None,
+) -> list[GradeOutcome]:
+    """Ask the grader about a chunk of `n` criteria of one response (a per-response prompt,
+    grading.pipeline.response_prompt); one outcome per criterion, in order. Never raises for
+    the grader's faults.
+
+    The chunk's answer follows the per-criterion rules: a failed call, a refusal, an answer
+    cut off twice or unreadable `format_attempts` times fails every criterion of the chunk
+    (missing, never "not met"). A readable answer whose entry for a criterion is missing,
+    repeated or not a boolean leaves that criterion to a per-criterion call of its own
+    (`fallback_prompt(index)`, index from 0), made in this same lane, so the run's
+    concurrency bound holds. The chunk's tokens are shared among its criteria and its
+    requests counted on the first, so the run's sums are what the provider billed."""
+    messages = [{"role": "user", "content": prompt}]
+    schema = CHUNK_SCHEMA if endpoint.structured_output else None
+    spent = _Spent()
+    limit = endpoint.max_tokens
+    problem, raw = "", ""
+    answers = 0
+    failure: GradeOutcome | None = None
+    chunk = None
+    while answers < policy.format_attempts:
+        try:
+            reply = await chat(
+                endpoint,
+                messages,
+                limiter=limiter,
+                policy=policy,
+                watch=watch,
+                schema=schema,
+                schema_name=CHUNK_SCHEMA_NAME,
+                max_tokens=limit,
+            )
+        except CallFailed as exc:
+            failure = spent.outcome(met=None, error=str(exc), raw_output=raw, fatal=exc.fatal)
+            failure = replace(failure, attempts=spent.attempts + exc.attempts)
+            break
+        spent.add(reply)
+        raw = reply.content
+        if reply.refused:
+            failure = _failed(spent, watch, f"the grader refused: {_quote(reply.content)}", "grader refused", raw)
+            break
+        if reply.truncated:
+            if limit is not None and limit == endpoint.max_tokens:
+                limit = limit * 2
+                continue
+            at = f"{limit} output tokens" if limit is not None else "the model's own output limit"
+            failure = _failed(spent, watch, f"the grader's answer was cut off at {at}", "cut off", raw)
+            break
+        answers += 1
+        try:
+            chunk = read_chunk_answer(reply.content, n)
+        except MalformedAnswer as exc:
+            problem = str(exc)
+            continue
+        break
+    if chunk is None and failure is None:
+        failure = _failed(
+            spent, watch, f"unreadable answer {policy.format_attempts} times: {problem}", "unreadable", raw
+        )
+    if failure is not None or chunk is None:
+        return _shared(failure or spent.outcome(met=None, error="no answer"), n)
+    if watch is not None:
+        watch.succeeded()
+    entries = chunk.entries or {}
+    base = [
+        spent.outcome(met=a.met, explanation=a.explanation, raw_output=entries.get(i, raw))
+        if (a := chunk.verdicts.get(i)) is not None
+        else None
+        for i in range(1, n + 1)
+    ]
+    shared = _shared(spent.outcome(met=None), n)
+    outcomes: list[GradeOutcome] = []
+    for index in range(n):
+        own = base[index]
+        if own is None:
+            own = replace(
+                await ask_grader(endpoint, fallback_prompt(index), limiter=limiter, policy=policy, watch=watch),
+                fallback=True,
+            )
+            # The chunk's share of this criterion comes on top of its own call.
+            outcomes.append(_plus(own, shared[index]))
+        else:
+            outcomes.append(
+                replace(
+                    own,
+                    attempts=shared[index].attempts,
+                    prompt_tokens=shared[index].prompt_tokens,
+                    completion_tokens=shared[index].completion_tokens,
+                    cached_tokens=shared[index].cached_tokens,
+                    reasoning_tokens=shared[index].reasoning_tokens,
+                    cache_write_tokens=shared[index].cache_write_tokens,
+                )
+            )
+    return outcomes
+
+
+_USAGE = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens")
+
+
+def _shared(outcome: GradeOutcome, n: int) -> list[GradeOutcome]:
+    """`n` copies of one call's outcome, its tokens split among them and its requests on the first."""
+    splits = {name: split_usage(getattr(outcome, name), n) for name in _USAGE}
+    shares: list[dict[str, Any]] = [{name: splits[name][k] for name in _USAGE} for k in range(n)]
+    return [replace(outcome, attempts=outcome.attempts if k == 0 else 0, **shares[k]) for k in range(n)]
+
+
+def _plus(outcome: GradeOutcome, extra: GradeOutcome) -> GradeOutcome:
+    sums: dict[str, Any] = {name: getattr(outcome, name) + getattr(extra, name) for name in _USAGE}
+    return replace(outcome, attempts=outcome.attempts + extra.attempts, **sums)
 
 
 def _failed(spent: _Spent, watch: FailureWatch | None, error: str, kind: str, raw: str) -> GradeOutcome:

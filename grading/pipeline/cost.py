@@ -4,7 +4,8 @@ Prices are per million tokens. Providers count cached input tokens inside the pr
 tokens and reasoning tokens inside the completion tokens (OpenAI's usage fields do), so:
 cost = (prompt − cached) × input + cached × cached input + completion × output. With no
 cached-input price, cached tokens cost the input price. No input or output price: the cost
-is unknown (None), never $0.
+is unknown (None), never $0. Answers through the provider's Batch API cost its discount off
+every price (``Prices.batched``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ class Prices:
             return cls(None, None, None)
         return cls(priced.price_input, priced.price_cached_input, priced.price_output)
 
+    def batched(self, discount: Decimal | None) -> Prices:
+        """The prices through the provider's Batch API, `discount` off each (None: these)."""
+        if discount is None:
+            return self
+        keep = 1 - Decimal(discount)
+        return Prices(*(None if p is None else p * keep for p in (self.input, self.cached_input, self.output)))
+
     @property
     def known(self) -> bool:
         return self.input is not None and self.output is not None
@@ -37,7 +45,6 @@ class Prices:
 def cost_of(prices: Prices, *, prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> Decimal | None:
     if prices.input is None or prices.output is None:
         return None
-    assert prices.input is not None and prices.output is not None
     cached = min(max(0, cached_tokens), prompt_tokens)
     cached_price = prices.input if prices.cached_input is None else prices.cached_input
     dollars = (

@@ -30,7 +30,7 @@ class CallTarget:
     model: str
     api_key_env: str
     temperature: float | None
-    max_tokens: int
+    max_tokens: int | None
     timeout: float
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
@@ -39,6 +39,7 @@ class CallTarget:
     reasoning_effort: str = ""
     structured_output: bool = False
     name: str = ""
+    system_message: str = ""
 
     @classmethod
     def of(cls, config: GraderConfig) -> CallTarget:
@@ -56,6 +57,7 @@ class CallTarget:
             reasoning_effort=config.reasoning_effort,
             structured_output=config.structured_output,
             name=config.endpoint_name or config.model,
+            system_message=config.system_message,
         )
 
     def check(self) -> None:

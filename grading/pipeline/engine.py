@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import os
 import threading
 from collections import deque
@@ -72,10 +73,9 @@ def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
     from grading.pipeline.client import close_clients
 
     if loop.is_running():
-        try:
+        # Exiting anyway: a session that fails to close only costs the warning.
+        with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(close_clients(), loop).result(timeout=5)
-        except Exception:  # noqa: BLE001 - exiting anyway
-            pass
 
 
 async def run_lanes(

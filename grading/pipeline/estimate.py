@@ -51,6 +51,8 @@ class RunSpec:
     # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
     length_adjusted: bool = False
     healthbench_professional: bool = False
+    # Graded through the provider's Batch API (grading.pipeline.provider_batches), at its prices.
+    batch: bool = False
 
 
 def run_concurrency(spec: RunSpec) -> int:
@@ -76,6 +78,10 @@ def spec_check(spec: RunSpec) -> None:
         problems.append("choose a grader endpoint (curators add them on the Endpoints page)")
     else:
         problems += [f"grader endpoint {spec.grader.name}: {p}" for p in _endpoint_problems(spec.grader)]
+        if spec.batch and spec.grader.batch_discount is None:
+            problems.append(
+                f"grader endpoint {spec.grader.name} offers no Batch API (curators set its batch discount to offer one)"
+            )
     try:
         check_template(spec.template)
     except TemplateError as exc:
@@ -151,7 +157,8 @@ def run_plan(spec: RunSpec) -> Plan:
             plan.units.append((response_id, n, chars))
             plan.cacheable_chars += _cacheable(n, overhead + conversation_chars[response_id])
         return plan
-    assert spec.subset is not None and spec.policy is not None
+    if spec.subset is None or spec.policy is None:
+        raise RunSpecError(["a run samples new responses only with a subset and a policy endpoint"])
     criteria = Criterion.objects.filter(conversation__memberships__subset=spec.subset)
     if spec.subset.only_cluster_criteria:
         criteria = criteria.filter(level=Criterion.Level.CLUSTER)
@@ -217,6 +224,7 @@ class Estimate:
     policy_endpoint: str = ""
     concurrency: int = 0
     concurrency_asked: int = 0
+    batch_discount: Decimal | None = None  # set for a batched run: the share off the grader's prices
 
     @property
     def cost(self) -> Decimal | None:
@@ -252,6 +260,11 @@ class Estimate:
             f"Assumed: the provider's prompt cache serves {self.cached_share:.0%} of the grader's prompt tokens "
             f"(each response's shared prompt prefix after its first criterion, when {CACHE_MIN_TOKENS:,}+ tokens)."
         )
+        if self.batch_discount is not None:
+            out.append(
+                f"Through the provider's Batch API: grading at {self.batch_discount:.0%} off the grader's prices, "
+                "results within 24 hours."
+            )
         out.append(self.cost_line())
         if self.concurrency and self.concurrency < self.concurrency_asked:
             out.append(f"Concurrency capped at {self.concurrency} by the endpoint's limit.")
@@ -283,7 +296,8 @@ class Estimate:
 
 
 def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
-    assert spec.grader is not None
+    if spec.grader is None:
+        raise RunSpecError(["choose a grader endpoint"])
     calls = plan.grades
     prompt_chars = sum(u[2] for u in plan.units)
     prompt_tokens = prompt_chars // CHARS_PER_TOKEN
@@ -291,7 +305,9 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
     reasoning = calls * REASONING_TOKENS if spec.grader.reasoning else 0
     completion_tokens = calls * ANSWER_TOKENS + reasoning
     policy_prompt = plan.policy_prompt_chars // CHARS_PER_TOKEN
-    policy_completion = plan.policy_calls * (spec.policy.max_output_tokens if spec.policy else 0)
+    # With no output limit sent, the bound is unknown: a typical reply's length stands in.
+    policy_limit = (spec.policy.max_output_tokens or SAMPLED_RESPONSE_TOKENS) if spec.policy else 0
+    policy_completion = plan.policy_calls * policy_limit
     return Estimate(
         grader_calls=calls,
         prompt_tokens=prompt_tokens,
@@ -304,7 +320,7 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
         cached_share=cached_share,
         reasoning_tokens=reasoning,
         grader_cost=cost_of(
-            Prices.of(spec.grader),
+            Prices.of(spec.grader).batched(spec.grader.batch_discount if spec.batch else None),
             prompt_tokens=prompt_tokens,
             cached_tokens=int(prompt_tokens * cached_share),
             completion_tokens=completion_tokens,
@@ -318,4 +334,5 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
         policy_endpoint=spec.policy.name if spec.policy else "",
         concurrency=run_concurrency(spec),
         concurrency_asked=spec.concurrency,
+        batch_discount=spec.grader.batch_discount if spec.batch else None,
     )

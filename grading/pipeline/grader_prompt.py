@@ -9,6 +9,9 @@ sha256 of its text; a run stores both.
 * The conversation is its messages followed by the response under grading, each as a
   ``role: content`` block, blocks separated by a blank line.
 * The rubric item is ``[points] criterion text``.
+* Laid out for the provider's prompt cache: what every call about one response shares (the
+  instructions, then the conversation and the response) comes first, the rubric item last,
+  so the calls after a response's first are served mostly from the cache.
 * The answer is a JSON object ``{"explanation": str, "criteria_met": bool}``, read tolerantly:
   bare, in a fenced block, or with text around it. A ``criteria_met`` that is not a JSON
   boolean ("yes", 1, "true") makes the answer invalid, and the grader is asked again.
@@ -29,18 +32,8 @@ _PLACEHOLDER = re.compile(r"<<(conversation|rubric_item)>>")
 
 DEFAULT_TEMPLATE = """\
 You are reviewing one reply written by an AI assistant in a health conversation. Physicians
-wrote a rubric for this conversation; you judge the reply against a single item of it.
-
-# The conversation
-Each turn is shown as "role: content". The final assistant turn is the reply under review;
-earlier turns are context only.
-
-<<conversation>>
-
-# The rubric item
-It is shown as [points] followed by the criterion.
-
-<<rubric_item>>
+wrote a rubric for this conversation; you judge the reply against a single item of it, shown
+after the conversation.
 
 # How to judge
 - Decide one thing: does the final reply do what the criterion describes? Nothing else about
@@ -59,6 +52,17 @@ It is shown as [points] followed by the criterion.
 Answer with a single JSON object and nothing else, in this form:
 {"explanation": "one or two sentences giving the reason", "criteria_met": true}
 criteria_met must be the JSON boolean true or false.
+
+# The conversation
+Each turn is shown as "role: content". The final assistant turn is the reply under review;
+earlier turns are context only.
+
+<<conversation>>
+
+# The rubric item
+It is shown as [points] followed by the criterion.
+
+<<rubric_item>>
 """
 
 
@@ -127,7 +131,7 @@ def rendered_length(template: str, *, conversation_chars: int, item_chars: int) 
 # --- reading the answer -------------------------------------------------------------------
 
 
-def _json_objects(text: str) -> Iterator[object]:
+def json_objects(text: str) -> Iterator[object]:
     """Every JSON object in `text`, outermost only, wherever it stands: bare, inside a
     fenced block, or between sentences."""
     decoder = json.JSONDecoder()
@@ -145,7 +149,7 @@ def _json_objects(text: str) -> Iterator[object]:
 def parse_answer(text: str | None) -> GraderAnswer:
     """The verdict in a grader's answer. The last object with ``criteria_met`` counts: a
     model that drafts and then corrects itself ends with its final answer."""
-    found = [v for v in _json_objects(text or "") if isinstance(v, dict) and "criteria_met" in v]
+    found = [v for v in json_objects(text or "") if isinstance(v, dict) and "criteria_met" in v]
     if not found:
         raise MalformedAnswer("the answer holds no JSON object with criteria_met")
     answer = found[-1]

@@ -11,10 +11,26 @@ from decimal import Decimal
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
-from grading.models import Grade, Response, Run, SampleFailure
+from grading.models import Grade, ProviderBatch, Response, Run, SampleFailure
 from grading.pipeline.cost import Prices, cost_of
 
 RATE_WINDOW_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class ProviderBatchState:
+    """One provider batch of a batched run, as last polled."""
+
+    batch_id: str
+    status: str
+    status_label: str
+    round: int
+    requests: int
+    total: int
+    completed: int
+    failed: int
+    collected: bool
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -43,12 +59,35 @@ class Progress:
     refused_samples: int = 0  # stored as the policy's words, graded, marked
     truncated_samples: int = 0  # stored as far as they went, graded, marked
     output_limit: int | None = None  # the limit the cut-off samples hit
+    batch: bool = False  # graded through the provider's Batch API
+    provider_batches: tuple[ProviderBatchState, ...] = ()
 
     @property
     def cost(self) -> Decimal | None:
         if self.grader_cost is None or (self.sampled and self.sample_cost is None):
             return None
         return self.grader_cost + (self.sample_cost or 0)
+
+    @property
+    def provider_batch_counts(self) -> dict[str, int]:
+        """Provider batches by status, and their request counts added up."""
+        counts: dict[str, int] = {}
+        for state in self.provider_batches:
+            counts[state.status] = counts.get(state.status, 0) + 1
+        return counts
+
+    @property
+    def provider_batch_line(self) -> str:
+        """The provider batches in one line: their states and request counts."""
+        if not self.provider_batches:
+            return "no provider batch sent yet" if self.batch else ""
+        states = ", ".join(
+            f"{n} {status.replace('_', ' ')}" for status, n in sorted(self.provider_batch_counts.items())
+        )
+        total = sum(s.total or s.requests for s in self.provider_batches)
+        done = sum(s.completed for s in self.provider_batches)
+        failed = sum(s.failed for s in self.provider_batches)
+        return f"provider batches: {states}; requests {done:,} completed, {failed:,} failed of {total:,}"
 
     @property
     def cost_text(self) -> str:
@@ -122,6 +161,8 @@ class Progress:
             parts.append(f"{self.rate:,.1f} grades/s")
         if self.time_left:
             parts.append(f"{self.time_left} left")
+        if self.batch:
+            parts.append(self.provider_batch_line)
         parts.append(f"{self.tokens:,} tokens")
         if self.cost is not None:
             parts.append(f"${self.cost:,.2f}")
@@ -133,7 +174,7 @@ class Progress:
 
 
 def duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:
@@ -146,6 +187,9 @@ def run_progress(*, run: Run) -> Progress:
     now = timezone.now()
     since = now - timedelta(seconds=RATE_WINDOW_SECONDS)
     grades = Grade.objects.filter(run=run).aggregate(
+        batched_prompt_tokens=Sum("prompt_tokens", filter=Q(batched=True)),
+        batched_cached_tokens=Sum("cached_tokens", filter=Q(batched=True)),
+        batched_completion_tokens=Sum("completion_tokens", filter=Q(batched=True)),
         graded=Count("id", filter=Q(status=Grade.Status.GRADED)),
         failed=Count("id", filter=Q(status=Grade.Status.FAILED)),
         reused=Count("id", filter=Q(reused=True)),
@@ -199,12 +243,7 @@ def run_progress(*, run: Run) -> Progress:
         reasoning_tokens=tokens(grades, "reasoning_tokens"),
         sample_cached_tokens=tokens(samples, "cached_tokens"),
         sample_reasoning_tokens=tokens(samples, "reasoning_tokens"),
-        grader_cost=cost_of(
-            Prices.of(run.grader_config),
-            prompt_tokens=tokens(grades, "prompt_tokens"),
-            cached_tokens=tokens(grades, "cached_tokens"),
-            completion_tokens=tokens(grades, "completion_tokens"),
-        ),
+        grader_cost=_grader_cost(run, grades),
         sample_cost=cost_of(
             Prices.of(run.policy_config),
             prompt_tokens=tokens(samples, "prompt_tokens"),
@@ -219,4 +258,51 @@ def run_progress(*, run: Run) -> Progress:
         refused_samples=tokens(samples, "refused"),
         truncated_samples=tokens(samples, "truncated"),
         output_limit=samples.get("output_limit"),
+        batch=run.batch,
+        provider_batches=_provider_batches(run) if run.batch else (),
+    )
+
+
+def _grader_cost(run: Run, grades: dict) -> Decimal | None:
+    """Live answers at the grader's prices, answers through the provider's Batch API at its
+    discount."""
+    prices = Prices.of(run.grader_config)
+
+    def part(prefix: str, prices: Prices, less: dict | None = None) -> Decimal | None:
+        def n(name: str) -> int:
+            return (grades.get(f"{prefix}{name}") or 0) - ((less or {}).get(f"batched_{name}") or 0)
+
+        return cost_of(
+            prices,
+            prompt_tokens=n("prompt_tokens"),
+            cached_tokens=n("cached_tokens"),
+            completion_tokens=n("completion_tokens"),
+        )
+
+    live = part("", prices, less=grades)
+    if not run.batch or live is None:
+        return live
+    discount = run.grader_config.batch_discount if run.grader_config else None
+    batched = part("batched_", prices.batched(discount))
+    return None if batched is None else live + batched
+
+
+def _provider_batches(run: Run) -> tuple[ProviderBatchState, ...]:
+    labels = dict(ProviderBatch.Status.choices)
+    return tuple(
+        ProviderBatchState(
+            batch_id=row["batch_id"],
+            status=row["status"],
+            status_label=str(labels.get(row["status"], row["status"])),
+            round=row["round"],
+            requests=len(row["requests"]),
+            total=row["total"],
+            completed=row["completed"],
+            failed=row["failed"],
+            collected=row["collected"],
+            error=row["error"],
+        )
+        for row in ProviderBatch.objects.filter(run=run)
+        .order_by("run_batch__number", "round", "part")
+        .values("batch_id", "status", "round", "requests", "total", "completed", "failed", "collected", "error")
     )

@@ -42,10 +42,18 @@ class Action(enum.Enum):
 
 # Codes and types that say the account cannot pay for any call.
 QUOTA_CODES = {
-    "insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "billing_limit_reached",
-    "quota_exceeded", "access_terminated", "account_deactivated", "budget_exceeded", "credits_exhausted",
-    "payment_required", "resource_exhausted_quota",
-}  # fmt: skip
+    "insufficient_quota",
+    "billing_hard_limit_reached",
+    "billing_not_active",
+    "billing_limit_reached",
+    "quota_exceeded",
+    "access_terminated",
+    "account_deactivated",
+    "budget_exceeded",
+    "credits_exhausted",
+    "payment_required",
+    "resource_exhausted_quota",
+}
 QUOTA_WORDS = re.compile(
     r"exceeded your current quota|check your plan and billing|billing hard limit|credit balance is too low"
     r"|insufficient (?:credits|balance|funds)|budget has been exceeded|exceeded (?:the )?budget",
@@ -53,9 +61,15 @@ QUOTA_WORDS = re.compile(
 )
 # A 400 with one of these codes rejects the request's shape or the model itself.
 FATAL_CODES = {
-    "unsupported_parameter", "unsupported_value", "unknown_parameter", "invalid_api_key", "model_not_found",
-    "invalid_model", "unsupported_model", "model_not_available",
-}  # fmt: skip
+    "unsupported_parameter",
+    "unsupported_value",
+    "unknown_parameter",
+    "invalid_api_key",
+    "model_not_found",
+    "invalid_model",
+    "unsupported_model",
+    "model_not_available",
+}
 FATAL_WORDS = re.compile(
     r"unsupported parameter|unknown parameter|unrecognized request argument|unsupported value"
     r"|invalid model name|model[ `'\"]\S* does not exist|does not exist or you do not have access"

@@ -103,7 +103,7 @@ class LocalRateLimiter:
         if not _limited(endpoint):
             return
         while (wait := self.take(endpoint, tokens)) > 0:
-            await asyncio.sleep(wait * random.uniform(1.0, 1.1))
+            await asyncio.sleep(wait * random.uniform(1.0, 1.1))  # noqa: S311 - jitter, not a secret
 
     async def settle(self, endpoint: CallTarget, delta: int) -> None:
         if not endpoint.tokens_per_minute or not delta:
@@ -133,7 +133,7 @@ class RedisRateLimiter:
         ]
         while (wait := float(await self.script(keys=[self.prefix + endpoint.limit_key], args=args))) > 0:
             # The jitter spreads the waiters that the same refill would otherwise wake together.
-            await asyncio.sleep(wait * random.uniform(1.0, 1.1))
+            await asyncio.sleep(wait * random.uniform(1.0, 1.1))  # noqa: S311 - jitter, not a secret
 
     async def settle(self, endpoint: CallTarget, delta: int) -> None:
         if endpoint.tokens_per_minute and delta:

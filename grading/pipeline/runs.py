@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from annotation.models import Conversation, Subset, SubsetVersion
 from annotation.services.subset_versions import subset_version_freeze
-from grading.models import Endpoint, Grade, GraderConfig, Response, Run, RunBatch, SampleFailure
+from grading.models import Endpoint, Grade, GraderConfig, ProviderBatch, Response, Run, RunBatch, SampleFailure
 from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
 from grading.plans import CLUSTER_TAG, PlanItem, version_rubrics
@@ -37,6 +37,7 @@ from healthbench_web.redact import endpoint_keys, redact
 # the move, so that messages queued by an older release still reach it).
 GRADE_BATCH_TASK = "grading.tasks.grade_batch"
 WARM_REPORT_TASK = "grading.tasks.warm_report"
+CANCEL_PROVIDER_BATCHES_TASK = "grading.tasks.cancel_provider_batches"
 
 MAX_BATCH_FAILURES = 5  # claims of one batch that ended without finishing: then it is given up
 OPEN = (RunBatch.Status.QUEUED, RunBatch.Status.RUNNING)
@@ -133,11 +134,13 @@ SNAPSHOT_FIELDS = {
     "reasoning_effort": "reasoning_effort",
     "temperature": "temperature",
     "max_tokens": "max_output_tokens",
+    "system_message": "system_message",
     "structured_output": "structured_output",
     "timeout_seconds": "timeout_seconds",
     "price_input": "price_input",
     "price_cached_input": "price_cached_input",
     "price_output": "price_output",
+    "batch_discount": "batch_discount",
     "requests_per_minute": "requests_per_minute",
     "tokens_per_minute": "tokens_per_minute",
 }
@@ -161,10 +164,16 @@ def endpoint_snapshot(*, endpoint: Endpoint, template: str) -> GraderConfig:
     return config
 
 
+def _unit_size(run: Run, remaining: int) -> int:
+    # A batched run's unit waits on the provider, not on a worker's slots: fewer, larger
+    # ones, each sent as one or more provider batches.
+    return settings.GRADING_BATCHED_RUN_UNIT if run.batch else batch_size_for(run.concurrency, remaining)
+
+
 def _batches(run: Run, plan: Plan) -> list[RunBatch]:
     now = timezone.now()
     remaining = plan.grades
-    target = batch_size_for(run.concurrency, remaining)
+    target = _unit_size(run, remaining)
     batches: list[RunBatch] = []
     ids: list[int] = []
     items = 0
@@ -174,7 +183,7 @@ def _batches(run: Run, plan: Plan) -> list[RunBatch]:
         if items >= target:
             batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
             remaining -= items
-            target = batch_size_for(run.concurrency, remaining)
+            target = _unit_size(run, remaining)
             ids, items = [], 0
     if ids:
         batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
@@ -215,7 +224,8 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
     """Create the run and its batches and queue them; raises RunSpecError, or QueueUnavailable
     (before anything is stored) when the broker is down."""
     spec_check(spec)
-    assert spec.grader is not None  # spec_check refuses a spec without one
+    if spec.grader is None:  # spec_check refuses a spec without one; this tells mypy
+        raise RunSpecError(["choose a grader endpoint"])
     plan = plan or run_plan(spec)
     if plan.grades == 0:
         if spec.rubric_changes:
@@ -240,6 +250,7 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 use_cache=spec.use_cache,
                 length_adjusted=spec.length_adjusted,
                 healthbench_professional=spec.healthbench_professional,
+                batch=spec.batch,
                 responses_from=spec.responses_from,
                 subset=spec.subset,
                 subset_version=version,
@@ -258,9 +269,13 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
         run.name,
         run.total_items,
         len(batch_ids),
-        extra={"run": run.name, "grader": run.grader_config.model if run.grader_config else "",
-               "policy": run.policy_model, "sampling": spec.policy is not None},
-    )  # fmt: skip
+        extra={
+            "run": run.name,
+            "grader": run.grader_config.model if run.grader_config else "",
+            "policy": run.policy_model,
+            "sampling": spec.policy is not None,
+        },
+    )
     return run
 
 
@@ -335,8 +350,31 @@ def run_cancel(*, run: Run) -> bool:
         RunBatch.objects.filter(run=run, status__in=OPEN).update(
             status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
         )
+        provider_batches_cancel_queue(run_ids=[run.id])
     log.info("run %r cancelled", run.name, extra={"run": run.name, "status": Run.Status.CANCELLED})
     return True
+
+
+def provider_batches_cancel_queue(*, run_ids: list[int]) -> None:
+    """Cancel the open provider batches of runs that stopped, from a worker, once the
+    transaction commits (the provider is not called inside a web request). A message lost
+    with its worker is caught by the sweep."""
+    run_ids = list(
+        ProviderBatch.objects.filter(run_id__in=run_ids, collected=False).values_list("run_id", flat=True).distinct()
+    )
+    if not run_ids or CANCEL_PROVIDER_BATCHES_TASK not in celery_app.tasks:
+        return
+    task = celery_app.tasks[CANCEL_PROVIDER_BATCHES_TASK]
+
+    def send() -> None:
+        for run_id in run_ids:
+            try:
+                task.apply_async((run_id,))
+            except Exception as exc:  # the sweep sends it again
+                log.error("could not queue the cancel of run %d's provider batches: %s", run_id, exc)
+                return
+
+    transaction.on_commit(send)
 
 
 def run_fail(*, run_id: int, error: str) -> None:
@@ -351,6 +389,8 @@ def run_fail(*, run_id: int, error: str) -> None:
         RunBatch.objects.filter(run_id=run_id, status__in=OPEN).update(
             status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
         )
+        if failed:
+            provider_batches_cancel_queue(run_ids=[run_id])
     if failed:
         name = Run.objects.values_list("name", flat=True).get(id=run_id)
         log.error("run %r failed: %s", name, error, extra={"run": name, "status": Run.Status.FAILED})
@@ -455,11 +495,13 @@ def _grades_per_batch(run: Run) -> dict[int, int]:
     return per_batch
 
 
-def run_resume(*, run: Run, retry_failed: bool = False) -> int:
+def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None) -> int:
     """Queue again only the batches that miss grades, and are not being worked on now.
 
-    With `retry_failed`, failed grades are deleted first and so graded again. Returns the
-    number of batches queued; 0 means the run is complete (it is then marked done)."""
+    With `retry_failed`, failed grades are deleted first and so graded again. A batched run
+    retries them in new provider batches, or by live calls with `live` (then its batches
+    queued here are graded live from now on; `live=False` turns them back to batches).
+    Returns the number of batches queued; 0 means the run is complete (it is then marked done)."""
     if run.grader_config_id is None:
         raise RunSpecError([f"run {run.name!r} was imported, not graded here: nothing to resume"])
     if run.plan == Run.Plan.STORED:
@@ -470,16 +512,18 @@ def run_resume(*, run: Run, retry_failed: bool = False) -> int:
             Grade.objects.filter(run=run, status=Grade.Status.FAILED).delete()
             SampleFailure.objects.filter(run=run).delete()
         have = _grades_per_batch(run)
-        live = Q(status=RunBatch.Status.RUNNING, lease_until__gte=now)
+        leased = Q(status=RunBatch.Status.RUNNING, lease_until__gte=now)
         again = [
             batch_id
-            for batch_id, items in run.batches.exclude(live).values_list("id", "items")
+            for batch_id, items in run.batches.exclude(leased).values_list("id", "items")
             if have.get(batch_id, 0) < items
         ]
         RunBatch.objects.filter(id__in=again).update(
             status=RunBatch.Status.QUEUED, lease_until=None, touched=now, failures=0, error=""
         )
-        if again or run.batches.filter(live).exists():
+        if run.batch and live is not None:
+            RunBatch.objects.filter(id__in=again).update(live=live)
+        if again or run.batches.filter(leased).exists():
             Run.objects.filter(id=run.id).update(
                 status=Run.Status.RUNNING, finished=None, error="", report_version=_next_version()
             )
@@ -536,4 +580,16 @@ def runs_sweep() -> list[int]:
                 queued.append(batch_id)
     with transaction.atomic():
         batches_queue(queued)
+        provider_batches_cancel_queue(run_ids=_runs_with_batches_to_cancel())
     return queued
+
+
+def _runs_with_batches_to_cancel() -> list[int]:
+    """Runs that stopped with provider batches still open and never cancelled."""
+    return list(
+        ProviderBatch.objects.filter(collected=False, cancel_sent__isnull=True)
+        .exclude(status__in=ProviderBatch.ENDED)
+        .exclude(run__status=Run.Status.RUNNING)
+        .values_list("run_id", flat=True)
+        .distinct()
+    )

@@ -41,6 +41,8 @@ def sample_parameters(endpoint: CallTarget) -> dict:
     parameters |= {"max_tokens": endpoint.max_tokens, "base_url": endpoint.base_url}
     if endpoint.api_style != "chat":
         parameters["api_style"] = endpoint.api_style
+    if endpoint.system_message:
+        parameters["system_message"] = endpoint.system_message
     return parameters
 
 

@@ -18,7 +18,8 @@ from django.db import close_old_connections
 from grading.models import Run
 from grading.pipeline.batches import batch_run
 from grading.pipeline.legacy_queue import legacy_queue_drain
-from grading.pipeline.runs import GRADE_BATCH_TASK, WARM_REPORT_TASK, runs_sweep
+from grading.pipeline.provider_batches import provider_batches_cancel
+from grading.pipeline.runs import CANCEL_PROVIDER_BATCHES_TASK, GRADE_BATCH_TASK, WARM_REPORT_TASK, runs_sweep
 from grading.reports.report import run_report_data_cached
 from healthbench_web.celery import app
 
@@ -29,6 +30,19 @@ log = logging.getLogger(__name__)
 def grade_batch(batch_id: int) -> str:
     """Claim one batch of a run and do what is missing of it (see grading.pipeline.batches)."""
     return str(batch_run(batch_id=batch_id))
+
+
+@shared_task(
+    name=CANCEL_PROVIDER_BATCHES_TASK,
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def cancel_provider_batches(run_id: int) -> int:
+    """Cancel a stopped run's open batches at the provider (grading.pipeline.provider_batches)."""
+    return provider_batches_cancel(run_id=run_id)
 
 
 @shared_task(name=WARM_REPORT_TASK, ignore_result=True)

@@ -7,4 +7,5 @@ urlpatterns = [
     path("runs/new/", views.run_new, name="run_new"),
     path("runs/<uuid:code>/", views.run_detail, name="run_detail"),
     path("runs/<uuid:code>/cancel/", views.run_cancel_view, name="run_cancel"),
+    path("runs/<uuid:code>/retry/", views.run_retry_view, name="run_retry"),
 ]

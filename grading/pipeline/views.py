@@ -19,7 +19,7 @@ from annotation.access import require_role
 from annotation.models import Subset
 from grading.access import READERS, get_run_for_reader
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE, endpoint_problems, raw_endpoint_fields
-from grading.models import Endpoint, Run
+from grading.models import Endpoint, GraderTemplate, Run
 from grading.pipeline.estimate import (
     MAX_CONCURRENCY,
     RunSpec,
@@ -30,7 +30,8 @@ from grading.pipeline.estimate import (
 )
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch
+from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
+from grading.reports.grader_marks import grader_mark
 from healthbench_web.throttles import launch_refusal
 
 RUNS_PER_PAGE = 50
@@ -62,28 +63,45 @@ class RunForm(forms.Form):
     samples = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Samples per conversation")
 
     grader = forms.ModelChoiceField(
-        Endpoint.objects.order_by("name"), to_field_name="name", label="Grader endpoint",
+        Endpoint.objects.order_by("name"),
+        to_field_name="name",
+        label="Grader endpoint",
         help_text="Endpoints are set up by curators (model, URL, key, prices, limits).",
-    )  # fmt: skip
+    )
     grader_template = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 6}), required=False,
+        widget=forms.Textarea(attrs={"rows": 6}),
+        required=False,
         # Form help text is not escaped: the placeholders would read as HTML tags.
         help_text=escape("Empty for ours; otherwise a template with <<conversation>> and <<rubric_item>>"),
-    )  # fmt: skip
+    )
+    stored_template = forms.ModelChoiceField(
+        GraderTemplate.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        label="Stored grader template",
+        help_text="Instead of the text above: a template stored with grader_template import (the reference's "
+        "is read from your own copy of simple-evals).",
+    )
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=16)
     use_cache = forms.BooleanField(required=False, initial=True, label="Reuse grades of identical earlier requests")
     length_adjusted = forms.BooleanField(
-        required=False, label="Report length-adjusted scores",
+        required=False,
+        label="Report length-adjusted scores",
         help_text="HealthBench Professional's adjustment: 0.0147 off per 500 characters beyond 2,000",
-    )  # fmt: skip
+    )
     healthbench_professional = forms.BooleanField(
         required=False, label="HealthBench Professional run", help_text="Scores with the length adjustment"
+    )
+    batch = forms.BooleanField(
+        required=False,
+        label="Grade through the provider's Batch API",
+        help_text="At the endpoint's batch discount; the provider answers within 24 hours",
     )
 
     GROUPS = [
         ("What to grade", ["name", "source", "responses_from", "rubric_changes", "subset", "policy", "samples"]),
-        ("Grader", ["grader", "grader_template"]),
-        ("Run", ["concurrency", "use_cache", "length_adjusted", "healthbench_professional"]),
+        ("Grader", ["grader", "grader_template", "stored_template"]),
+        ("Run", ["concurrency", "use_cache", "batch", "length_adjusted", "healthbench_professional"]),
     ]
 
     # Fields that apply to one source only: the page hides the others while that source is chosen.
@@ -130,6 +148,8 @@ class RunForm(forms.Form):
             data.get("source") == "responses" and not data.get("responses_from") and "responses_from" not in self.errors
         ):
             self.add_error("responses_from", "Choose the run whose responses to grade.")
+        if data.get("stored_template") and data.get("grader_template"):
+            self.add_error("stored_template", "Give a template's text or choose a stored one, not both.")
         for field in ("grader", "policy"):
             endpoint = data.get(field)
             if endpoint is not None and (field == "grader" or data.get("source") == "sample"):
@@ -158,7 +178,11 @@ class RunForm(forms.Form):
         return RunSpec(
             name=data["name"],
             grader=data["grader"],
-            template=data["grader_template"].replace("\r\n", "\n") or DEFAULT_TEMPLATE,
+            template=(
+                data["stored_template"].text
+                if data.get("stored_template")
+                else data["grader_template"].replace("\r\n", "\n") or DEFAULT_TEMPLATE
+            ),
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
             length_adjusted=data["length_adjusted"],
@@ -168,6 +192,7 @@ class RunForm(forms.Form):
             subset=data["subset"] if sampled else None,
             policy=data["policy"] if sampled else None,
             samples=data["samples"],
+            batch=data["batch"],
         )
 
 
@@ -232,6 +257,7 @@ def run_detail(request: HtmxHttpRequest, code) -> HttpResponse:
     context = {"run": run, "progress": run_progress(run=run)}
     if request.htmx:
         return render(request, "runs/run_detail.html#progress", context)
+    context["grader_mark"] = grader_mark(run)
     return render(request, "runs/run_detail.html", context)
 
 
@@ -243,4 +269,26 @@ def run_cancel_view(request: HtmxHttpRequest, code) -> HttpResponse:
         messages.success(request, f"Cancelled {run.name}. Grades stored so far are kept.")
     else:
         messages.error(request, f"{run.name} is {run.status}: there is nothing to cancel.")
+    return redirect("run_detail", code=run.code)
+
+
+@require_POST
+@login_required
+def run_retry_view(request: HtmxHttpRequest, code) -> HttpResponse:
+    """Grade an ended run's failed grades again: a batched run's in a new provider batch, or
+    live (the button the researcher pressed)."""
+    run = get_run_for_reader(request, code)
+    live = request.POST.get("how") == "live"
+    if run.is_active or run.grader_config_id is None:
+        messages.error(request, f"{run.name} is {run.status}: only an ended run graded here can be retried.")
+        return redirect("run_detail", code=run.code)
+    try:
+        queued = run_resume(run=run, retry_failed=True, live=live if run.batch else None)
+    except (RunSpecError, QueueUnavailable) as exc:
+        messages.error(request, str(exc))
+        return redirect("run_detail", code=run.code)
+    how = " by live calls" if run.batch and live else " in a new provider batch" if run.batch else ""
+    messages.success(
+        request, f"Retrying the failed grades of {run.name}{how}." if queued else f"{run.name} is complete."
+    )
     return redirect("run_detail", code=run.code)

@@ -8,6 +8,7 @@ from annotation.access import require_role
 from grading.access import READERS, get_run_for_reader
 from grading.models import Run
 from grading.reports.compare import run_comparison
+from grading.reports.grader_marks import grader_warnings
 from grading.reports.ideal_comparison import ideal_comparison
 
 
@@ -22,7 +23,13 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     run_a, run_b = _chosen(request)
     comparison = run_comparison(run_a=run_a, run_b=run_b) if run_a and run_b else None
     runs = Run.objects.filter(status__in=[Run.Status.DONE, Run.Status.IMPORTED, Run.Status.RUNNING]).order_by("name")
-    context = {"runs": runs, "run_a": run_a, "run_b": run_b, "comparison": comparison}
+    context = {
+        "runs": runs,
+        "run_a": run_a,
+        "run_b": run_b,
+        "comparison": comparison,
+        "grader_warnings": grader_warnings(run_a, run_b) if run_a and run_b else [],
+    }
     return render(request, "compare/compare.html", context)
 
 
@@ -32,7 +39,7 @@ def run_compare_json(request: HttpRequest) -> JsonResponse:
     run_a, run_b = _chosen(request)
     if not (run_a and run_b):
         return JsonResponse({"error": "give two runs as ?a=<code>&b=<code>"}, status=400)
-    return JsonResponse(run_comparison(run_a=run_a, run_b=run_b))
+    return JsonResponse(run_comparison(run_a=run_a, run_b=run_b) | {"grader_warnings": grader_warnings(run_a, run_b)})
 
 
 @login_required

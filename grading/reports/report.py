@@ -10,7 +10,9 @@ The report is a JSON-ready dict::
      "counts": {...},                       # grades graded / failed / missing, responses scored / left out,
                                             # responses that are refusals / were cut off (graded as they are)
      "reused": int,                         # grades taken over from an earlier run (Grade.reused)
-     "length_adjustment": None | {"centre": int, "penalty_per_500": float}}
+     "length_adjustment": None | {"centre": int, "penalty_per_500": float},
+     "grader": None | {...}}                # how the grader compares with the reference's
+                                            # (grading.reports.grader_marks); None when imported
 
 ``metrics`` has exactly the keys simple-evals writes in its results file: ``overall_score``,
 every example tag (``theme:...``) and rubric tag (``axis:...``, ``cluster:...``, ``level:...``),
@@ -34,6 +36,7 @@ import numpy.typing as npt
 
 from grading.models import Run
 from grading.reports import scoring
+from grading.reports.grader_marks import grader_mark
 from grading.reports.selectors import RunGrades, run_grades_get
 from healthbench_web.shared_cache import once_per_version
 from healthbench_web.spreadsheet import csv_text
@@ -131,8 +134,10 @@ def run_report(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
     status = np.where(scores["scored"], 0, np.where(_incomplete(grades), 1, 2)).astype(np.uint8)
     # NaN (left out) sorts last; ties keep response order, which is file order for an imported run.
     order = np.argsort(overall, kind="stable")
+    data = _report_data(grades, scores, seed, length_adjustment(run))
+    data["grader"] = grader_mark(run)
     return RunReport(
-        data=_report_data(grades, scores, seed, length_adjustment(run)),
+        data=data,
         ranked_response_ids=grades.response_ids[order],
         ranked_scores=overall[order],
         ranked_status_codes=status[order],
@@ -155,7 +160,7 @@ def report_cache_key(*, run: Run, seed: int) -> str:
     its progress."""
     options = length_adjustment(run)
     adjusted = "" if options is None else f"{options['centre']}:{options['penalty_per_500']!r}"
-    return f"run-report:v3:{run.code}:{seed}:{adjusted}"
+    return f"run-report:v4:{run.code}:{seed}:{adjusted}"
 
 
 def run_report_data_cached(*, run: Run, seed: int | None = DEFAULT_SEED) -> dict:
@@ -221,4 +226,10 @@ def report_csv(data: dict) -> str:
     # The length adjustment's constants travel with the numbers they produced.
     for key, value in (data.get("length_adjustment") or {}).items():
         rows.append([f"length_adjustment:{key}", value, "", ""])
+    # So does the grader's standing against the reference's.
+    grader = data.get("grader")
+    if grader:
+        rows.append(["grader:request", grader["label"], "", ""])
+        rows.append(["grader:prompt", grader["prompt_label"], "", ""])
+        rows.append(["grader:prompt_sha256", grader["prompt_sha256"], "", ""])
     return csv_text(CSV_COLUMNS, rows)

@@ -261,10 +261,16 @@ def _length_adjustment(metadata: dict) -> LengthAdjustment | None:
         or isinstance(penalty, bool)
         or not isinstance(penalty, int | float)
     ):
-        raise ResultsInvalid([
-            ExampleError(None, None, "metadata.length_adjustment",
-                         "must be {\"centre\": whole characters >= 0, \"penalty_per_500\": a number}")
-        ])  # fmt: skip
+        raise ResultsInvalid(
+            [
+                ExampleError(
+                    None,
+                    None,
+                    "metadata.length_adjustment",
+                    'must be {"centre": whole characters >= 0, "penalty_per_500": a number}',
+                )
+            ]
+        )
     if penalty < 0:
         raise ResultsInvalid([ExampleError(None, None, "metadata.length_adjustment.penalty_per_500", "must be >= 0")])
     return LengthAdjustment(centre, float(penalty))
@@ -317,6 +323,7 @@ def results_document(
     metrics: dict[str, Any],
     examples: list[dict[str, Any]],
     length_adjustment: LengthAdjustment | None = None,
+    grader: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A results file as simple-evals writes it, from examples already in its shape
     (prompt, completion, prompt_id, completion_id, rubric_items, score, usage).
@@ -329,6 +336,9 @@ def results_document(
             "centre": length_adjustment.centre,
             "penalty_per_500": length_adjustment.penalty_per_500,
         }
+    if grader is not None:
+        # How the run's grader compares with the reference's; reference tools ignore it.
+        metadata["grader"] = grader
     return {
         "score": score,
         "metrics": metrics,

@@ -73,13 +73,15 @@ def _examples(run: Run, score_of: dict[int, float | None], adjustment: LengthAdj
             .order_by("response_id", "position", "id")
             .values_list("response_id", "criterion_text", "points", "tags", "status", "met", "explanation")
         ):
-            items[rid].append({
-                "criterion": text,
-                "points": points,
-                "tags": tags,
-                "criteria_met": met if status == Grade.Status.GRADED else None,
-                "explanation": explanation,
-            })  # fmt: skip
+            items[rid].append(
+                {
+                    "criterion": text,
+                    "points": points,
+                    "tags": tags,
+                    "criteria_met": met if status == Grade.Status.GRADED else None,
+                    "explanation": explanation,
+                }
+            )
         for rid in chunk:
             _, conversation_id, text, completion_id, prompt_tokens, completion_tokens = responses[rid]
             prompt_id, messages = conversations[conversation_id]
@@ -119,6 +121,10 @@ def run_export(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunExport:
     }
     examples = list(_examples(run, score_of, adjustment))
     document = results_document(
-        score=data["score"], metrics=data["metrics"], examples=examples, length_adjustment=adjustment
+        score=data["score"],
+        metrics=data["metrics"],
+        examples=examples,
+        length_adjustment=adjustment,
+        grader=data.get("grader"),
     )
     return RunExport(document=document, examples=len(examples), missing_grades=data["counts"]["missing"])

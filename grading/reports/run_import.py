@@ -171,11 +171,23 @@ def _store(
     response_rows = []
     for e, k, code in zip(examples, sample_index, new_codes(len(examples)), strict=True):
         response_rows.append(
-            (code, conversation_of[e.prompt_id], e.completion, Response.Source.IMPORTED, "", "{}", k,
-             e.completion_id, None, e.input_tokens, e.output_tokens, now)
-        )  # fmt: skip
+            (
+                code,
+                conversation_of[e.prompt_id],
+                e.completion,
+                Response.Source.IMPORTED,
+                "",
+                "{}",
+                k,
+                e.completion_id,
+                None,
+                e.input_tokens,
+                e.output_tokens,
+                now,
+            )
+        )
     response_ids = insert_rows(Response, Response.INSERT_COLUMNS, response_rows)
-    rubrics = _rubric_index(sorted(set(conversation_of[e.prompt_id] for e in examples)))
+    rubrics = _rubric_index(sorted({conversation_of[e.prompt_id] for e in examples}))
     grade_rows = []
     for example, response_id in zip(examples, response_ids, strict=True):
         rubric = rubrics.get(conversation_of[example.prompt_id], {})
@@ -192,9 +204,26 @@ def _store(
             if item.met is None:
                 summary.failed_grades += 1
             grade_rows.append(
-                (run.id, response_id, criterion_id, position, item.criterion, item.points, _tags_json(item.tags),
-                 status, item.met, item.explanation, "", "", 0, None, None, False, now)
-            )  # fmt: skip
+                (
+                    run.id,
+                    response_id,
+                    criterion_id,
+                    position,
+                    item.criterion,
+                    item.points,
+                    _tags_json(item.tags),
+                    status,
+                    item.met,
+                    item.explanation,
+                    "",
+                    "",
+                    0,
+                    None,
+                    None,
+                    False,
+                    now,
+                )
+            )
     insert_rows(Grade, Grade.INSERT_COLUMNS, grade_rows)
     summary.grades = len(grade_rows)
     return summary

@@ -2,13 +2,17 @@
 
     grade --name NAME --grader ENDPOINT [--concurrency N]
           (--responses-from RUN | --policy ENDPOINT --samples K --subset S)
-          [--wait] [--no-cache] [--estimate-only]
-    grade --resume NAME [--retry-failed] [--wait]
+          [--batch] [--wait] [--no-cache] [--estimate-only]
+    grade --resume NAME [--retry-failed [--live | --as-batch]] [--wait]
     grade --cancel NAME
 
 Workers do the work (celery -A healthbench_web worker); this command queues it, after
 printing an estimate of the calls, tokens and cost. Graders and policy models are curated
 endpoints, named here; their URLs and key variables are not options of this command.
+
+With --batch the grader's requests go through the provider's Batch API (at its discount,
+answers within 24 hours); a batched run's failed or expired requests are retried with
+--resume NAME --retry-failed, in a new provider batch, or by live calls with --live.
 """
 
 import argparse
@@ -18,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Subset
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE
-from grading.models import Endpoint, Run
+from grading.models import Endpoint, GraderTemplate, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
 from grading.pipeline.progress import run_progress
@@ -30,10 +34,21 @@ STALL_HINT_SECONDS = 30.0
 
 # Options of the command before endpoints: given, they stop it with what to do instead.
 RAW_OPTIONS = (
-    "grader_model", "grader_base_url", "grader_api_key_env", "grader_temperature", "grader_max_tokens",
-    "grader_timeout", "grader_rpm", "grader_tpm", "policy_model", "policy_base_url", "policy_api_key_env",
-    "policy_temperature", "policy_max_tokens", "policy_timeout",
-)  # fmt: skip
+    "grader_model",
+    "grader_base_url",
+    "grader_api_key_env",
+    "grader_temperature",
+    "grader_max_tokens",
+    "grader_timeout",
+    "grader_rpm",
+    "grader_tpm",
+    "policy_model",
+    "policy_base_url",
+    "policy_api_key_env",
+    "policy_temperature",
+    "policy_max_tokens",
+    "policy_timeout",
+)
 
 
 class Command(BaseCommand):
@@ -47,8 +62,12 @@ class Command(BaseCommand):
 
         grader = parser.add_argument_group("grader")
         grader.add_argument("--grader", metavar="ENDPOINT", help="the grader endpoint, by name")
-        grader.add_argument(
+        template = grader.add_mutually_exclusive_group()
+        template.add_argument(
             "--grader-template", metavar="FILE", help="a template with <<conversation>> and <<rubric_item>>"
+        )
+        template.add_argument(
+            "--template", metavar="NAME", help="a stored grader template (grader_template import, grader_template list)"
         )
 
         source = parser.add_argument_group("what to grade")
@@ -77,7 +96,19 @@ class Command(BaseCommand):
             "--professional", action="store_true", help="mark the run HealthBench Professional (length-adjusted)"
         )
         parser.add_argument("--estimate-only", action="store_true", help="print the estimate and stop")
+        parser.add_argument(
+            "--batch", action="store_true", help="grade through the provider's Batch API (cheaper, within 24 hours)"
+        )
         parser.add_argument("--retry-failed", action="store_true", help="with --resume: grade failed grades again")
+        how = parser.add_mutually_exclusive_group()
+        how.add_argument(
+            "--live", action="store_true", help="with --retry-failed, for a batched run: retry by live calls"
+        )
+        how.add_argument(
+            "--as-batch",
+            action="store_true",
+            help="with --retry-failed, for a batched run: retry in a new provider batch (the default)",
+        )
         parser.add_argument("--wait", action="store_true", help="print progress until the run ends")
 
     def handle(self, *args, **options) -> None:
@@ -102,7 +133,10 @@ class Command(BaseCommand):
         if options["resume"]:
             run = self._run(options["resume"])
             try:
-                queued = run_resume(run=run, retry_failed=options["retry_failed"])
+                if (options["live"] or options["as_batch"]) and not (options["retry_failed"] and run.batch):
+                    raise CommandError("--live and --as-batch go with --retry-failed, for a batched run")
+                live = True if options["live"] else False if options["as_batch"] else None
+                queued = run_resume(run=run, retry_failed=options["retry_failed"], live=live)
             except RunSpecError as exc:
                 raise CommandError(str(exc)) from None
             self.stdout.write(
@@ -127,6 +161,12 @@ class Command(BaseCommand):
             template = load_template(options["grader_template"]) if options["grader_template"] else DEFAULT_TEMPLATE
         except TemplateError as exc:
             raise CommandError(str(exc)) from None
+        if options["template"]:
+            stored = GraderTemplate.objects.filter(name=options["template"]).first()
+            if stored is None:
+                names = ", ".join(GraderTemplate.objects.values_list("name", flat=True)[:20]) or "none yet"
+                raise CommandError(f"no grader template named {options['template']!r} (stored: {names})")
+            template = stored.text
         responses_from = self._run(options["responses_from"]) if options["responses_from"] else None
         subset = None
         if options["subset"]:
@@ -148,6 +188,7 @@ class Command(BaseCommand):
             samples=options["samples"],
             length_adjusted=options["length_adjusted"],
             healthbench_professional=options["professional"],
+            batch=options["batch"],
         )
 
     def _endpoint_names(self) -> str:

@@ -30,7 +30,7 @@ DEMO_SUBSET = "demo"
 DEMO_MODEL = "demo-model-a"
 DEMO_RUN = "demo-run"
 # Published in the README: fine on a laptop, refused when DEBUG is off (see the command).
-DEFAULT_PASSWORD = "healthbench-demo"
+DEFAULT_PASSWORD = "healthbench-demo"  # noqa: S105 - public on purpose, refused without DEBUG
 # Open tasks of every kind for each demo physician, by line of the demo file. Chosen so that no
 # task unblinds another: nobody labels a conversation they vote on or write the rubric of, votes
 # go to themes the catalogue covers, and labels to conversations with consensus criteria. The

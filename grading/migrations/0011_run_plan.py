@@ -13,14 +13,14 @@ import annotation.fields
 def plan_existing_runs(apps, schema_editor):
     Run = apps.get_model("grading", "Run")
     Run.objects.filter(subset_version__isnull=False, responses_from__isnull=True).update(plan="subset_version")
-    Run.objects.filter(responses_from__isnull=False).update(plan="source_run", subset_version=None)
+    Run.objects.filter(responses_from__isnull=False, subset_version__isnull=True).update(plan="source_run")
     Run.objects.filter(subset_version__isnull=True, responses_from__isnull=True).update(plan="stored")
 
 
 class Migration(migrations.Migration):
     dependencies = [
         ("annotation", "0009_physician_drafts_cant_judge_guidelines"),
-        ("grading", "0008_response_refusal_truncation_cache_writes"),
+        ("grading", "0010_provider_batches"),
     ]
 
     operations = [
