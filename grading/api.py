@@ -376,8 +376,9 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         form = RunRetrySerializer(data=request.data)
         form.is_valid(raise_exception=True)
         if run.is_active or run.grader_config_id is None:
-            return ApiResponse({"detail": f"{run.name} is {run.status}: only an ended, graded run is retried."},
-                               status=409)  # fmt: skip
+            return ApiResponse(
+                {"detail": f"{run.name} is {run.status}: only an ended, graded run is retried."}, status=409
+            )
         try:
             run_resume(run=run, retry_failed=True, live=form.validated_data["live"] if run.batch else None)
         except RunSpecError as exc:

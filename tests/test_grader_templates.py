@@ -120,8 +120,9 @@ def test_a_run_graded_with_a_stored_template_records_its_hash(llm_server, tmp_pa
     assert run.grader_config.prompt_hash == template_hash(OWN_TEMPLATE)
     assert "Judge the last reply." in llm_server.requests[-1][1]["messages"][-1]["content"]
     with pytest.raises(CommandError, match="no grader template named 'nope'"):
-        run_command("grade", "--name", "x", "--grader", "grader-with-own", "--responses-from", "source",
-                    "--template", "nope")  # fmt: skip
+        run_command(
+            "grade", "--name", "x", "--grader", "grader-with-own", "--responses-from", "source", "--template", "nope"
+        )
 
 
 def test_the_reference_template_from_a_checkout_is_recognised_by_its_hash(llm_server):

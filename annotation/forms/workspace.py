@@ -1,5 +1,7 @@
 """Forms of the physician and curator pages: each error is worded for the person who made it."""
 
+from typing import cast
+
 from django import forms
 
 from annotation.formats.healthbench import RowInvalid, parse_messages
@@ -119,9 +121,12 @@ class AssignForm(forms.Form):
 
     def __init__(self, *args, subsets: list[str], specialties: list[str], languages: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["subset"].choices = [("", "Any subset"), *[(s, s) for s in subsets]]
-        self.fields["specialty"].choices = [("", "Any specialty"), *[(s, s) for s in specialties]]
-        self.fields["language"].choices = [("", "Any language"), *[(s, s) for s in languages]]
+        for name, blank, values in (
+            ("subset", "Any subset", subsets),
+            ("specialty", "Any specialty", specialties),
+            ("language", "Any language", languages),
+        ):
+            cast(forms.ChoiceField, self.fields[name]).choices = [("", blank), *[(v, v) for v in values]]
 
     def statuses(self) -> tuple[str, ...]:
         chosen = self.cleaned_data.get("physician_status")

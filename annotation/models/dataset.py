@@ -86,9 +86,9 @@ class Physician(models.Model):
         ]
 
     def __str__(self) -> str:
-        if self.user_id:
+        if self.user is not None:
             return self.user.get_username()
-        return f"anon:{self.anonymized_id[:12]}"
+        return f"anon:{(self.anonymized_id or '')[:12]}"
 
     @property
     def counts(self) -> bool:

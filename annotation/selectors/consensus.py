@@ -69,15 +69,19 @@ def tallies(conversation: Conversation) -> list[Tally]:
         .distinct()
         .order_by("cluster")
     )
-    counts = {
-        row["id"]: row
-        for row in ConsensusCriterion.objects.filter(votes__conversation=conversation)
+    # Per entry: (applies, does not apply, uncounted).
+    counts: dict[int, tuple[int, int, int]] = {
+        entry_id: (applies, does_not_apply, uncounted)
+        for entry_id, applies, does_not_apply, uncounted in ConsensusCriterion.objects.filter(
+            votes__conversation=conversation
+        )
         .values("id")
         .annotate(
             applies=Count("votes", filter=active & Q(votes__applies=True)),
             does_not_apply=Count("votes", filter=active & Q(votes__applies=False)),
             uncounted=Count("votes", filter=~Q(votes__physician__status=Physician.Status.ACTIVE)),
         )
+        .values_list("id", "applies", "does_not_apply", "uncounted")
     }
     attached = {
         c.consensus_criterion_id: c
@@ -87,16 +91,10 @@ def tallies(conversation: Conversation) -> list[Tally]:
     for answer in CantJudge.objects.filter(conversation=conversation, consensus_criterion__isnull=False).select_related(
         "physician__user"
     ):
-        unsure.setdefault(answer.consensus_criterion_id, []).append(answer)
+        if answer.consensus_criterion_id is not None:  # always, by the filter
+            unsure.setdefault(answer.consensus_criterion_id, []).append(answer)
     return [
-        Tally(
-            consensus_criterion=entry,
-            applies=counts.get(entry.id, {}).get("applies", 0),
-            does_not_apply=counts.get(entry.id, {}).get("does_not_apply", 0),
-            uncounted=counts.get(entry.id, {}).get("uncounted", 0),
-            attached=attached.get(entry.id),
-            cant_judge=tuple(unsure.get(entry.id, ())),
-        )
+        Tally(entry, *counts.get(entry.id, (0, 0, 0)), attached.get(entry.id), tuple(unsure.get(entry.id, ())))
         for entry in entries
     ]
 

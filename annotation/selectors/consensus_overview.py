@@ -9,10 +9,8 @@ def consensus_overview() -> list[dict]:
     """One row per catalogue entry. Only active physicians' votes count, as for attachment."""
     votes: dict[int, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     counted = ConsensusVote.objects.filter(physician__status=Physician.Status.ACTIVE)
-    for entry_id, conversation_id, applies in counted.values_list(
-        "consensus_criterion_id", "conversation_id", "applies"
-    ):
-        votes[entry_id][conversation_id].append(applies)
+    for entry_id, conversation_id, vote in counted.values_list("consensus_criterion_id", "conversation_id", "applies"):
+        votes[entry_id][conversation_id].append(vote)
     attached: dict[int, int] = defaultdict(int)
     for entry_id in Criterion.objects.filter(consensus_criterion__isnull=False).values_list(
         "consensus_criterion_id", flat=True

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from django.db.models import Q, QuerySet
 
 from annotation.models import Conversation, Criterion, Physician
-from annotation.rubric_checks import DuplicatePair, near_duplicates, positive_total, sign_warning
+from annotation.rubric_checks import DuplicatePair, SignWarning, near_duplicates, positive_total, sign_warning
 
 
 def editor_criteria(*, conversation: Conversation, physician: Physician) -> QuerySet[Criterion]:
@@ -20,9 +20,23 @@ def editor_criteria(*, conversation: Conversation, physician: Physician) -> Quer
 
 
 @dataclass(frozen=True)
+class CriterionRow:
+    """One criterion as the editor shows it: its text and points, its number in the list, whether
+    the physician may edit it, and what its wording says against its sign."""
+
+    id: int
+    text: str
+    points: int
+    axis_label: str
+    editable: bool
+    sign_warning: SignWarning | None
+    number: int | None = None  # None when shown alone, outside the numbered list
+
+
+@dataclass(frozen=True)
 class DuplicateWarning:
-    first: Criterion
-    second: Criterion
+    first: CriterionRow
+    second: CriterionRow
     similarity: float
     contrast: tuple[str, str] | None = None
 
@@ -33,7 +47,7 @@ class DuplicateWarning:
 
 @dataclass(frozen=True)
 class RubricView:
-    criteria: list[Criterion]
+    criteria: list[CriterionRow]
     positive_total: int
     duplicates: list[DuplicateWarning]
 
@@ -46,25 +60,31 @@ class RubricView:
         return sum(1 for c in self.criteria if c.editable)
 
 
-def annotate_criterion(criterion: Criterion, physician: Physician) -> Criterion:
-    """Attach what the editor shows beside one criterion (its sign warning, whether it is editable)."""
-    criterion.sign_warning = sign_warning(criterion.text, criterion.points)
-    criterion.editable = criterion.author_id == physician.id
-    return criterion
+def editor_row(criterion: Criterion, physician: Physician, number: int | None = None) -> CriterionRow:
+    """What the editor shows beside one criterion (its sign warning, whether it is editable)."""
+    return CriterionRow(
+        id=criterion.id,
+        text=criterion.text,
+        points=criterion.points,
+        axis_label=criterion.get_axis_display(),
+        editable=criterion.author_id == physician.id,
+        sign_warning=sign_warning(criterion.text, criterion.points),
+        number=number,
+    )
 
 
 def rubric_view(*, conversation: Conversation, physician: Physician) -> RubricView:
     criteria = [
-        annotate_criterion(c, physician)
-        for c in editor_criteria(conversation=conversation, physician=physician)
-        .only("id", "conversation_id", "position", "text", "points", "axis", "author_id", "created")
-        .order_by("position", "id")
+        editor_row(c, physician, number)
+        for number, c in enumerate(
+            editor_criteria(conversation=conversation, physician=physician)
+            .only("id", "conversation_id", "position", "text", "points", "axis", "author_id", "created")
+            .order_by("position", "id"),
+            start=1,
+        )
     ]
-    numbers = {c.id: n for n, c in enumerate(criteria, start=1)}
     by_id = {c.id: c for c in criteria}
     pairs: list[DuplicatePair] = near_duplicates((c.id, c.text) for c in criteria)
-    for c in criteria:
-        c.number = numbers[c.id]
     return RubricView(
         criteria=criteria,
         positive_total=positive_total(c.points for c in criteria),

@@ -42,7 +42,8 @@ def consensus_sync(*, conversation_id: int, consensus_criterion: ConsensusCriter
             conversation_id=conversation_id,
             consensus_criterion=consensus_criterion,
             defaults={
-                "position": lambda: next_position(conversation_id),
+                # Called only when the row is created (Django 5); the stubs expect a plain value.
+                "position": lambda: next_position(conversation_id),  # type: ignore[misc]
                 "text": consensus_criterion.text,
                 "points": consensus_criterion.points,
                 "tags": consensus_criterion.tags(),

@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 
@@ -13,19 +13,19 @@ from annotation.selectors.tasks import task_summary
 
 
 @never_cache
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: HttpRequest) -> HttpResponseBase:
     # The root is the login page for visitors, so a fresh install opens on a way in.
     if not request.user.is_authenticated:
         return LoginView.as_view()(request)
     role = role_of(request.user)
     physician = physician_for(request.user)
-    working = role == Physician.Role.PHYSICIAN and physician is not None and physician.status in WORKING
+    worker = physician if role == Physician.Role.PHYSICIAN and physician and physician.status in WORKING else None
     reader = role in (Physician.Role.CURATOR, Physician.Role.RESEARCHER)
     context = {
         "role": role,
         "physician": physician,
-        "tasks": task_summary(physician) if working else [],
-        "working": working,
+        "tasks": task_summary(worker) if worker else [],
+        "working": worker is not None,
         "conversation_count": Conversation.objects.count() if reader else 0,
         "themes": Conversation.objects.values("theme").annotate(n=Count("id")).order_by("theme") if reader else [],
     }

@@ -3,6 +3,7 @@
 Researchers may read these pages; only curators may change anything.
 """
 
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -32,6 +33,13 @@ from annotation.views.rendering import wants_fragment
 ASSIGN_TEMPLATE = "annotation/assignments.html"
 # Per-conversation reasons shown after an assignment; the rest are counted.
 SHOWN_REASONS = 10
+
+
+class VettingRow(NamedTuple):
+    """A physician on the vetting page and the statuses a curator may move them to."""
+
+    physician: Physician
+    next_statuses: tuple[str, ...]
 
 
 def _assign_form(data=None) -> AssignForm:
@@ -94,7 +102,7 @@ def assignments(request: HtmxRequest) -> HttpResponse:
     preview = None
     if form.is_bound and form.is_valid():
         ids, matching, physicians = _selection(form)
-        fields = [(name, form.data.get(name, "")) for name in form.fields]
+        chosen = [(name, form.data.get(name, "")) for name in form.fields]
         plan = assignments_plan(
             kind=form.cleaned_data["kind"],
             conversation_ids=ids,
@@ -105,13 +113,13 @@ def assignments(request: HtmxRequest) -> HttpResponse:
             "conversations": len(ids),
             "matching": matching,
             "physicians": physicians,
-            "fields": fields,
+            "fields": chosen,
             "plan": plan,
             "kind_label": Assignment.Kind(form.cleaned_data["kind"]).label,
             "reasons": (plan.empty + plan.reasons)[:SHOWN_REASONS],
             "more_reasons": max(0, len(plan.empty) + len(plan.reasons) - SHOWN_REASONS),
         }
-    context = {
+    context: dict[str, Any] = {
         "form": form,
         "preview": preview,
         "can_write": role == Physician.Role.CURATOR,
@@ -131,9 +139,7 @@ def physicians(request: HtmxRequest) -> HttpResponse:
     status = request.GET.get("status", "")
     if status not in Physician.Status.values:
         status = ""
-    rows = list(curation.physicians_for_vetting(status)[:500])
-    for p in rows:
-        p.next_statuses = TRANSITIONS[p.status]
+    rows = [VettingRow(p, TRANSITIONS[p.status]) for p in curation.physicians_for_vetting(status)[:500]]
     context = {
         "rows": rows,
         "status": status,

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotation.access import HtmxRequest, get_criterion_for_author_rw, get_rubric_task_rw, get_task
 from annotation.forms.workspace import CriterionForm
 from annotation.models import Assignment, Criterion
-from annotation.selectors.rubric import annotate_criterion, rubric_view
+from annotation.selectors.rubric import editor_row, rubric_view
 from annotation.selectors.tasks import next_task
 from annotation.services.guidelines import guideline_for_task
 from annotation.services.rubric import criterion_create, criterion_delete, criterion_update, rubric_submit
@@ -79,9 +79,7 @@ def criterion_add(request: HtmxRequest, code) -> HttpResponse:
     criterion = criterion_create(physician=task.physician, conversation=task.conversation, **form.cleaned_data)
     draft_discard(physician=task.physician, key=draft_key)
     if wants_fragment(request):
-        return _fragment(
-            request, task, "added", criterion=annotate_criterion(criterion, task.physician), form=CriterionForm()
-        )
+        return _fragment(request, task, "added", criterion=editor_row(criterion, task.physician), form=CriterionForm())
     messages.success(request, "Criterion added.")
     return redirect(_editor_url(task, criterion.id))
 
@@ -101,7 +99,7 @@ def criterion_edit(request: HtmxRequest, code, criterion_id: int) -> HttpRespons
             criterion_update(physician=task.physician, criterion=criterion, **form.cleaned_data)
             draft_discard(physician=task.physician, key=criterion_key(task.conversation.code, criterion.id))
             if wants_fragment(request):
-                return _fragment(request, task, "updated", criterion=annotate_criterion(criterion, task.physician))
+                return _fragment(request, task, "updated", criterion=editor_row(criterion, task.physician))
             messages.success(request, "Criterion saved.")
             return redirect(_editor_url(task, criterion.id))
     else:
@@ -122,9 +120,7 @@ def criterion_row(request: HtmxRequest, code, criterion_id: int) -> HttpResponse
     task, criterion = get_criterion_for_author_rw(request, code, criterion_id)
     if not wants_fragment(request):
         return redirect(_editor_url(task, criterion.id))
-    return render(
-        request, f"{TEMPLATE}#criterion", {"task": task, "criterion": annotate_criterion(criterion, task.physician)}
-    )
+    return render(request, f"{TEMPLATE}#criterion", {"task": task, "criterion": editor_row(criterion, task.physician)})
 
 
 @login_required
@@ -144,7 +140,7 @@ def rubric_submit_view(request: HtmxRequest, code) -> HttpResponse:
     """Submit, once the physician has seen what still looks wrong: submitting is final."""
     task = get_rubric_task_rw(request, code)
     rubric = rubric_view(conversation=task.conversation, physician=task.physician)
-    warned = [c for c in rubric.criteria if getattr(c, "sign_warning", None)]
+    warned = [c for c in rubric.criteria if c.sign_warning]
     if warned and request.POST.get("confirm") != "sign":
         context = _context(task, rubric=rubric, confirm_submit=warned)
         return render(request, TEMPLATE, context, status=409)

@@ -3,6 +3,8 @@ researchers read the list, so they know what each name means and what it costs."
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -15,18 +17,24 @@ from grading.endpoints.forms import EndpointForm
 from grading.endpoints.presets import PRESETS
 from grading.endpoints.selectors import endpoints_listed, endpoints_with_key_problems
 from grading.endpoints.services import endpoint_save
+from grading.models import Endpoint
+from grading.reference_grader import GraderVerdict
 from grading.reports.grader_marks import endpoint_verdict
+
+
+class EndpointRow(NamedTuple):
+    """An endpoint on the list, and how its request compares with the reference grader's."""
+
+    endpoint: Endpoint
+    verdict: GraderVerdict
 
 
 @require_GET
 @login_required
 def endpoint_list(request: HttpRequest) -> HttpResponse:
     role = require_role(request, *READERS)
-    endpoints = list(endpoints_listed())
-    for endpoint in endpoints:
-        endpoint.verdict = endpoint_verdict(endpoint)  # type: ignore[attr-defined]
     context = {
-        "endpoints": endpoints,
+        "endpoints": [EndpointRow(endpoint, endpoint_verdict(endpoint)) for endpoint in endpoints_listed()],
         "can_edit": role == "curator",
         "presets": PRESETS.values(),
         "key_problems": endpoints_with_key_problems() if role == "curator" else [],

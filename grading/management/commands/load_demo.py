@@ -187,11 +187,16 @@ def _task_conversations(kind: str) -> set[tuple[str, int]]:
     return {(user, ids[prompt_ids[line]]) for user, kinds in DEMO_TASKS.items() for line in kinds.get(kind, ())}
 
 
+def _username(physician: Physician) -> str:
+    """A demo physician's login name (each has an account; only imported raters have none)."""
+    return physician.user.get_username() if physician.user else ""
+
+
 def demo_tasks_create(*, physicians: list[Physician]) -> int:
     """Give each demo physician a few open tasks of every kind (again: nothing new)."""
     created = 0
     for physician in physicians:
-        username = physician.user.get_username()
+        username = _username(physician)
         for kind in DEMO_TASKS.get(username, {}):
             conversation_ids = [cid for user, cid in _task_conversations(kind) if user == username]
             created += assignments_create(
@@ -213,7 +218,7 @@ def demo_votes_create(*, physicians: list[Physician]) -> int:
     open_votes = _task_conversations(Assignment.Kind.CONSENSUS_VOTE)
     for conversation_id, consensus_criterion_id in attached:
         for physician in physicians:
-            if (physician.user.get_username(), conversation_id) in open_votes:
+            if (_username(physician), conversation_id) in open_votes:
                 continue
             ConsensusVote.objects.update_or_create(
                 physician=physician,
@@ -234,7 +239,7 @@ def demo_labels_create(*, physicians: list[Physician], responses: list[DemoRespo
             if criterion.consensus_criterion_id is None:
                 continue
             for index, physician in enumerate(physicians):
-                if (physician.user.get_username(), item.response.conversation_id) in open_labels:
+                if (_username(physician), item.response.conversation_id) in open_labels:
                     continue
                 met = position in item.criteria_met
                 # The first physician labels as the responses' author judged them; the others
@@ -296,4 +301,4 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"Demo accounts (password: {summary.password}):")
         for p in summary.accounts:
-            self.stdout.write(f"  {p.user.username:<12} {p.role:<11} {p.specialty}, {p.country}")
+            self.stdout.write(f"  {_username(p):<12} {p.role:<11} {p.specialty}, {p.country}")
