@@ -38,12 +38,13 @@ LEASE_SECONDS = 3
 FAULTS = {0: "500:1", 2: "429:1", 3: "malformed:1", 5: "slow:1", 6: "reset:1"}
 
 
-def start_worker(name: str, log: Path) -> subprocess.Popen:
+def start_worker(name: str, log: Path, **settings_env: str) -> subprocess.Popen:
     env = {
         **os.environ,
         "DATABASE_NAME": str(connection.settings_dict["NAME"]),
         "GRADING_LEASE_SECONDS": str(LEASE_SECONDS),
         "GRADING_SWEEP_SECONDS": "1",
+        **settings_env,
     }
     command = [
         sys.executable,

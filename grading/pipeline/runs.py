@@ -551,6 +551,8 @@ def runs_sweep() -> list[int]:
       (the filesystem broker drops the messages a killed worker held): they are sent again,
       once per stall period. Workers busy with anything keep touching their batches, so a
       long queue is not taken for lost. A duplicate message is harmless: its claim fails.
+    * A batched run's queued batch untouched for longer than a poll and four leases lost its
+      poll message: sent again.
     """
     now = timezone.now()
     queued: list[int] = []
@@ -569,6 +571,16 @@ def runs_sweep() -> list[int]:
             ):
                 run_finish_if_complete(run_id=run_id)
         elif still.update(status=RunBatch.Status.QUEUED, failures=F("failures") + 1, lease_until=None, touched=now):
+            queued.append(batch_id)
+    # A batched run's waiting batch is touched at every poll: one untouched for longer than a
+    # poll and a few leases lost its message with its worker (an ETA message the filesystem
+    # broker drops), while other batches keep the run from looking stalled.
+    quiet = now - timedelta(seconds=settings.GRADING_BATCH_POLL_SECONDS + 4 * settings.GRADING_LEASE_SECONDS)
+    waiting = RunBatch.objects.filter(
+        status=RunBatch.Status.QUEUED, run__status=Run.Status.RUNNING, run__batch=True, live=False, touched__lt=quiet
+    )
+    for batch_id in list(waiting.values_list("id", flat=True)):
+        if RunBatch.objects.filter(id=batch_id, status=RunBatch.Status.QUEUED, touched__lt=quiet).update(touched=now):
             queued.append(batch_id)
     stall = now - timedelta(seconds=4 * settings.GRADING_LEASE_SECONDS)
     if not RunBatch.objects.filter(touched__gte=stall).exists():
