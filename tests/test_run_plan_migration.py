@@ -1,11 +1,11 @@
-"""Migration 0011: every run stored before plans gets one, so an upgraded database keeps working."""
+"""Migration 0012: every run stored before plans gets one, so an upgraded database keeps working."""
 
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("grading", "0010_provider_batches")]
-AFTER = [("grading", "0011_run_plan")]
+BEFORE = [("grading", "0011_grading_modes")]
+AFTER = [("grading", "0012_run_plan")]
 
 
 def _migrate(targets):

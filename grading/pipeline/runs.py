@@ -28,6 +28,14 @@ from annotation.services.subset_versions import subset_version_freeze
 from grading.models import Endpoint, Grade, GraderConfig, ProviderBatch, Response, Run, RunBatch, SampleFailure
 from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
+from grading.pipeline.response_prompt import (
+    CRITERIA_PER_CALL,
+    DEFAULT_EXPLANATION,
+    PER_CRITERION,
+    PER_RESPONSE,
+    RESPONSE_TEMPLATE,
+    RESPONSE_TEMPLATE_HASH,
+)
 from grading.plans import CLUSTER_TAG, PlanItem, version_rubrics
 from healthbench_web.celery import app as celery_app
 from healthbench_web.celery import broker_ping
@@ -146,14 +154,25 @@ SNAPSHOT_FIELDS = {
 }
 
 
-def endpoint_snapshot(*, endpoint: Endpoint, template: str) -> GraderConfig:
-    """The run's frozen copy of the endpoint's settings (and grader template), created once
-    per distinct copy: its name carries a hash of them, so two launches with the same
-    settings share one, and a later edit of the endpoint makes a new one."""
+def endpoint_snapshot(
+    *, endpoint: Endpoint, template: str, grading_mode: str = PER_CRITERION, explanation: str = ""
+) -> GraderConfig:
+    """The run's frozen copy of the endpoint's settings (and grader template and mode),
+    created once per distinct copy: its name carries a hash of them, so two launches with the
+    same settings share one, and a later edit of the endpoint makes a new one."""
     fields = {name: getattr(endpoint, source) for name, source in SNAPSHOT_FIELDS.items()}
     if endpoint.reasoning:
         fields["temperature"] = None
     fields |= {"prompt_template": template, "prompt_hash": template_hash(template) if template else ""}
+    if grading_mode == PER_RESPONSE:
+        # Only then: the names (and so the identity) of per-criterion snapshots stay as they were.
+        fields |= {
+            "grading_mode": PER_RESPONSE,
+            "explanation_length": explanation or DEFAULT_EXPLANATION,
+            "criteria_per_call": CRITERIA_PER_CALL,
+            "response_template": RESPONSE_TEMPLATE,
+            "response_prompt_hash": RESPONSE_TEMPLATE_HASH,
+        }
     digest = hashlib.sha256(
         json.dumps([endpoint.id, endpoint.name, fields], sort_keys=True, default=str).encode()
     ).hexdigest()[:12]
@@ -243,7 +262,12 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 plan=_plan_kind(spec),
                 plan_rubric=plan.rubric,
                 status=Run.Status.RUNNING,
-                grader_config=endpoint_snapshot(endpoint=spec.grader, template=spec.template),
+                grader_config=endpoint_snapshot(
+                    endpoint=spec.grader,
+                    template=spec.template,
+                    grading_mode=spec.grading_mode,
+                    explanation=spec.explanation_length,
+                ),
                 policy_config=endpoint_snapshot(endpoint=spec.policy, template="") if spec.policy else None,
                 policy_model=spec.policy.model if spec.policy else "",
                 samples=spec.samples if spec.policy or spec.responses_from is None else spec.responses_from.samples,

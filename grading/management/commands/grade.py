@@ -2,6 +2,7 @@
 
     grade --name NAME --grader ENDPOINT [--concurrency N]
           (--responses-from RUN | --policy ENDPOINT --samples K --subset S)
+          [--grading-mode per-criterion|per-response [--explanation words|sentence|sentences]]
           [--batch] [--wait] [--no-cache] [--estimate-only]
     grade --resume NAME [--retry-failed [--live | --as-batch]] [--wait]
     grade --cancel NAME
@@ -26,6 +27,7 @@ from grading.models import Endpoint, GraderTemplate, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
 from grading.pipeline.progress import run_progress
+from grading.pipeline.response_prompt import CRITERIA_PER_CALL, EXPLANATIONS, MODES, PER_CRITERION
 from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
 
 POLL_SECONDS = 2.0
@@ -68,6 +70,20 @@ class Command(BaseCommand):
         )
         template.add_argument(
             "--template", metavar="NAME", help="a stored grader template (grader_template import, grader_template list)"
+        )
+
+        grader.add_argument(
+            "--grading-mode",
+            choices=MODES,
+            default=PER_CRITERION,
+            help="per-criterion: one call per response and criterion (the reference's way); per-response: "
+            f"every criterion of a response in one call (up to {CRITERIA_PER_CALL} a call)",
+        )
+        grader.add_argument(
+            "--explanation",
+            choices=list(EXPLANATIONS),
+            default="",
+            help="per-response only: each verdict explained in a few words, one sentence (default) or two or three",
         )
 
         source = parser.add_argument_group("what to grade")
@@ -188,6 +204,8 @@ class Command(BaseCommand):
             samples=options["samples"],
             length_adjusted=options["length_adjusted"],
             healthbench_professional=options["professional"],
+            grading_mode=options["grading_mode"],
+            explanation_length=options["explanation"],
             batch=options["batch"],
         )
 

@@ -20,7 +20,7 @@ def plan_existing_runs(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("annotation", "0009_physician_drafts_cant_judge_guidelines"),
-        ("grading", "0010_provider_batches"),
+        ("grading", "0011_grading_modes"),
     ]
 
     operations = [
