@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from annotation.models import Conversation, Subset, SubsetVersion
 from annotation.services.subset_versions import subset_version_freeze
+from grading.endpoint_rules import endpoint_problems
 from grading.models import Endpoint, Grade, GraderConfig, ProviderBatch, Response, Run, RunBatch, SampleFailure
 from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
@@ -519,6 +520,23 @@ def _grades_per_batch(run: Run) -> dict[int, int]:
     return per_batch
 
 
+def resume_check(*, run: Run) -> None:
+    """A resume is checked as a launch is: the key variables and base URLs the run's endpoint
+    snapshots name must pass the operator's rules now, or nothing is queued (the worker would
+    refuse every batch). Raises RunSpecError naming each problem."""
+    problems = []
+    for role, config in (("grader", run.grader_config), ("policy", run.policy_config)):
+        if config is None:
+            continue
+        name = config.endpoint_name or config.model
+        problems += [
+            f"{role} endpoint {name}: {problem}"
+            for problem in endpoint_problems(base_url=config.base_url, key_variable=config.api_key_env, resolve=False)
+        ]
+    if problems:
+        raise RunSpecError([*problems, "nothing was queued: a curator fixes the endpoint, then resume again"])
+
+
 def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None) -> int:
     """Queue again only the batches that miss grades, and are not being worked on now.
 
@@ -530,6 +548,8 @@ def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None
         raise RunSpecError([f"run {run.name!r} was imported, not graded here: nothing to resume"])
     if run.plan == Run.Plan.STORED:
         raise RunSpecError([f"run {run.name!r} has no plan beyond its stored grades: nothing to resume"])
+    resume_check(run=run)
+    queue_check()
     now = timezone.now()
     with transaction.atomic():
         if retry_failed:
