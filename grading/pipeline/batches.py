@@ -46,7 +46,7 @@ from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from annotation.models import Conversation, Criterion
+from annotation.models import Conversation
 from grading.models import Grade, Response, Run, RunBatch
 from grading.pipeline import client as llm
 from grading.pipeline import engine
@@ -80,6 +80,7 @@ from grading.pipeline.sampling import (
     samples_store,
 )
 from grading.pipeline.slots import slots_for_run
+from grading.plans import changes_rubrics, version_rubrics
 from healthbench_web.celery import app as celery_app
 from healthbench_web.redact import endpoint_keys, redact
 
@@ -162,7 +163,9 @@ def batch_claim(*, batch_id: int) -> Claim | None:
         status=RunBatch.Status.RUNNING, claims=F("claims") + 1, lease_until=now + lease(), touched=now
     ):
         return None
-    batch = RunBatch.objects.select_related("run__grader_config", "run__policy_config", "run__subset").get(id=batch_id)
+    batch = RunBatch.objects.select_related(
+        "run__grader_config", "run__policy_config", "run__subset", "run__subset_version__subset"
+    ).get(id=batch_id)
     return Claim(batch=batch, token=batch.claims)
 
 
@@ -400,7 +403,16 @@ def _sample(
 
 
 def _items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
-    """The criteria the source run graded each response on, as it graded them."""
+    """The criteria the source run graded each response on, as it graded them; for a run of
+    rubric changes, the criteria its plan froze for each response's conversation."""
+    if run.plan == Run.Plan.RUBRIC_CHANGES:
+        conversation_of = dict(Response.objects.filter(id__in=response_ids).values_list("id", "conversation_id"))
+        rubric = changes_rubrics(run, set(conversation_of.values()))
+        return [
+            Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
+            for response_id in sorted(conversation_of)
+            for position, p in enumerate(rubric.get(conversation_of[response_id], []))
+        ]
     rows = (
         Grade.objects.filter(run=run.responses_from, response_id__in=response_ids)
         .order_by("response_id", "position")
@@ -410,21 +422,15 @@ def _items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
 
 
 def _items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
-    """Each sample on its conversation's rubric (only the cluster criteria for Consensus)."""
-    criteria = Criterion.objects.filter(conversation_id__in=conversation_ids)
-    if run.subset is not None and run.subset.only_cluster_criteria:
-        criteria = criteria.filter(level=Criterion.Level.CLUSTER)
-    rubric: dict[int, list[tuple]] = {}
-    for conversation_id, *criterion in criteria.order_by("conversation_id", "position", "id").values_list(
-        "conversation_id", "id", "text", "points", "tags"
-    ):
-        rubric.setdefault(conversation_id, []).append(tuple(criterion))
+    """Each sample on its conversation's rubric in the run's frozen version (only the cluster
+    criteria for Consensus): a rubric edit after the launch changes nothing the run grades."""
+    rubric = version_rubrics(run, conversation_ids)
     return [
-        Item(response_id, criterion_id, position, text, points, tags)
+        Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
         for response_id, conversation_id in samples_of(run, conversation_ids)
         .order_by("id")
         .values_list("id", "conversation_id")
-        for position, (criterion_id, text, points, tags) in enumerate(rubric.get(conversation_id, []))
+        for position, p in enumerate(rubric.get(conversation_id, []))
     ]
 
 
