@@ -149,7 +149,7 @@ def test_a_killed_worker_loses_and_doubles_nothing(llm_server, tmp_path):
 
 def _take_off(queue: str) -> list[int]:
     """The batch ids waiting on `queue`, taken off it."""
-    ids = []
+    ids: list[int] = []
     with app.connection_for_write() as conn:
         waiting = conn.SimpleQueue(queue)
         try:
