@@ -19,7 +19,8 @@ def get_run_for_reader(request: HttpRequest, code) -> Run:
     """Researchers and curators read every run's report; physicians never see grader output."""
     require_role(request, *READERS)
     try:
-        return Run.objects.get(code=code)
+        # With its grader snapshot: every page and report of a run says how it was graded.
+        return Run.objects.select_related("grader_config").get(code=code)
     except (Run.DoesNotExist, ValueError, ValidationError):  # a malformed code is simply not found
         raise Http404("No such run") from None
 

@@ -17,12 +17,12 @@ from grading.api_filters import GradeFilter, RunFilter
 from grading.api_serializers import MetaEvalReportSerializer, RunReportSerializer
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE, raw_endpoint_fields
 from grading.metaeval.report import run_meta_eval_report_cached
-from grading.models import Endpoint, Grade, Run
+from grading.models import Endpoint, ExplanationLength, Grade, GradingMode, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
 from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
-from grading.reports.report import run_report_data_cached
+from grading.reports.report import run_report_document
 from healthbench_web.api_permissions import ReadersOnly, ResearchersWrite
 from healthbench_web.throttles import RunLaunchThrottle
 
@@ -60,6 +60,9 @@ class RunSerializer(serializers.ModelSerializer):
         slug_field="name", read_only=True, allow_null=True
     )
     progress = serializers.SerializerMethodField()
+    # Null for an imported run, which records no mode.
+    grading_mode = serializers.CharField(source="grader_config.grading_mode", default=None, read_only=True)
+    explanation_length = serializers.CharField(source="grader_config.explanation_length", default=None, read_only=True)
 
     class Meta:
         model = Run
@@ -88,6 +91,8 @@ class RunSerializer(serializers.ModelSerializer):
             "length_centre",
             "length_penalty",
             "batch",
+            "grading_mode",
+            "explanation_length",
         ]
 
     def get_subset_version(self, run: Run) -> dict | None:
@@ -110,6 +115,8 @@ class RunSerializer(serializers.ModelSerializer):
             "seconds_left": progress.seconds_left,
             "tokens": progress.tokens,
             "failed_samples": progress.failed_samples,
+            "calls": progress.calls,
+            "fallbacks": progress.fallbacks,
             "refused_samples": progress.refused_samples,
             "truncated_samples": progress.truncated_samples,
             "warning": progress.warning,
@@ -184,6 +191,19 @@ class RunCreateSerializer(serializers.Serializer):
     healthbench_professional = serializers.BooleanField(
         required=False, default=False, help_text="Mark the run as HealthBench Professional (length-adjusted)."
     )
+    grading_mode = serializers.ChoiceField(
+        choices=GradingMode.choices,
+        required=False,
+        default=GradingMode.PER_CRITERION,
+        help_text="per-criterion (one call per response and criterion) or per-response (one call per response).",
+    )
+    explanation_length = serializers.ChoiceField(
+        choices=ExplanationLength.choices,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Per response only: how long each verdict's explanation is (default: sentence).",
+    )
     batch = serializers.BooleanField(
         required=False,
         default=False,
@@ -212,6 +232,8 @@ class RunCreateSerializer(serializers.Serializer):
             subset=data["subset"],
             policy=data["policy"] if sampled else None,
             samples=data["samples"],
+            grading_mode=data["grading_mode"],
+            explanation_length=data["explanation_length"],
             batch=data["batch"],
         )
 
@@ -284,6 +306,7 @@ class GradeSerializer(serializers.ModelSerializer):
             "reasoning_tokens",
             "reused",
             "batched",
+            "mode",
         ]
 
 
@@ -397,7 +420,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def report(self, request, name=None):
         """The score report: the reference's metric names plus worst-at-k, error rates and counts."""
-        return ApiResponse(run_report_data_cached(run=self.get_object()))
+        return ApiResponse(run_report_document(run=self.get_object()))
 
     @extend_schema(
         responses={200: MetaEvalReportSerializer},

@@ -40,6 +40,17 @@ class LengthAdjustmentSerializer(serializers.Serializer):
     penalty_per_500 = serializers.FloatField(help_text="score taken off per 500 characters above the centre")
 
 
+class GradingRecordSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=["per-criterion", "per-response"])
+    prompt_sha256 = serializers.CharField(help_text="sha256 of the per-criterion grader template")
+    explanation_length = serializers.CharField(required=False, help_text="per response: words, sentence, sentences")
+    criteria_per_call = serializers.IntegerField(required=False, help_text="per response: the most criteria a call")
+    response_prompt_sha256 = serializers.CharField(required=False, help_text="per response: its template's sha256")
+    fallbacks = serializers.IntegerField(
+        required=False, help_text="per response: criteria graded by a call of their own (their entry was unusable)"
+    )
+
+
 class RunReportSerializer(serializers.Serializer):
     score = serializers.FloatField(allow_null=True, help_text="clipped mean of the scored responses")
     metrics = serializers.DictField(
@@ -55,6 +66,10 @@ class RunReportSerializer(serializers.Serializer):
     length_adjustment = LengthAdjustmentSerializer(
         allow_null=True, help_text="HealthBench Professional's constants, when the run adjusts for length"
     )
+    grader = serializers.DictField(
+        allow_null=True, help_text="how the grader compares with the reference's (grading.reports.grader_marks)"
+    )
+    grading = GradingRecordSerializer(allow_null=True, help_text="how the grader was asked; null for an imported run")
 
 
 # --- the meta-eval report -----------------------------------------------------------------

@@ -85,6 +85,21 @@ class ApiStyle(models.TextChoices):
     RESPONSES = "responses", "Responses"
 
 
+class GradingMode(models.TextChoices):
+    """How a run asks its grader (grading.pipeline.response_prompt)."""
+
+    PER_CRITERION = "per-criterion", "per criterion (one call per response and criterion)"
+    PER_RESPONSE = "per-response", "per response (all criteria of a response in one call)"
+
+
+class ExplanationLength(models.TextChoices):
+    """What each per-response verdict explains itself in (the keys of response_prompt.EXPLANATIONS)."""
+
+    WORDS = "words", "a few words"
+    SENTENCE = "sentence", "one sentence"
+    SENTENCES = "sentences", "two or three sentences"
+
+
 class ReasoningEffort(models.TextChoices):
     """The values of the OpenAI API's ReasoningEffort (openapi.yaml 2.3.0), or none sent."""
 
@@ -224,11 +239,25 @@ class GraderConfig(models.Model):
     # The grader prompt with <<conversation>> and <<rubric_item>>; prompt_hash is its sha256.
     prompt_template = models.TextField(blank=True)
     prompt_hash = models.CharField(max_length=64, blank=True)
+    # The grading mode. Per response: the prompt of the criteria of one response (its template
+    # and sha256), how long each explanation is, and the most criteria per call; the
+    # per-criterion template above then grades the criteria whose entry was unusable.
+    grading_mode = models.CharField(
+        max_length=16, choices=GradingMode.choices, default=GradingMode.PER_CRITERION, db_default="per-criterion"
+    )
+    explanation_length = models.CharField(max_length=16, choices=ExplanationLength.choices, blank=True, default="")
+    criteria_per_call = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_template = models.TextField(blank=True)
+    response_prompt_hash = models.CharField(max_length=64, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.CheckConstraint(condition=Q(timeout_seconds__gt=0), name="grader_timeout_positive"),
+            models.CheckConstraint(
+                condition=Q(grading_mode="per-criterion") | Q(criteria_per_call__gte=1),
+                name="grader_per_response_has_chunk_limit",
+            ),
             models.CheckConstraint(condition=_DISCOUNT_RANGE, name="grader_batch_discount_range"),
         ]
 
@@ -413,6 +442,10 @@ class Grade(models.Model):
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
     cache_write_tokens = models.PositiveIntegerField(null=True, blank=True)
     reused = models.BooleanField(default=False)
+    # How this grade was asked: per-criterion or per-response. In a per-response run, a
+    # per-criterion grade is a fallback (its entry in the response's answer was unusable).
+    # Empty for grades that came from elsewhere (imported).
+    mode = models.CharField(max_length=16, choices=GradingMode.choices, blank=True, default="", db_default="")
     # Answered through the provider's Batch API: its tokens cost the batch prices.
     batched = models.BooleanField(default=False, db_default=False)
     # sha256 of the grader request (grader, prompt, conversation, response, criterion): an

@@ -14,8 +14,11 @@ AXES = ["completeness", "accuracy", "context_awareness", "communication_quality"
 POINTS = [7, 5, 3, 2, -2, -5, 8, 4, -1, 6]
 
 
-def conversation_with_rubric(index: int, *, n_criteria: int, faults: dict[int, str] | None = None) -> Conversation:
-    """A conversation whose criterion j needs WORDS[j]; `faults` adds ``fault:KIND:N`` markers."""
+def conversation_with_rubric(
+    index: int, *, n_criteria: int, faults: dict[int, str] | None = None, entries: dict[int, str] | None = None
+) -> Conversation:
+    """A conversation whose criterion j needs WORDS[j]; `faults` adds ``fault:KIND:N`` markers
+    and `entries` ``entry:KIND`` ones (a spoilt entry in a per-response answer)."""
     conversation = Conversation.objects.create(
         prompt_id=f"conv-{index}",
         messages=[
@@ -28,6 +31,7 @@ def conversation_with_rubric(index: int, *, n_criteria: int, faults: dict[int, s
     )
     for j in range(n_criteria):
         marker = f" fault:{(faults or {})[j]}" if j in (faults or {}) else ""
+        marker += f" entry:{(entries or {})[j]}" if j in (entries or {}) else ""
         Criterion.objects.create(
             conversation=conversation,
             position=j,
@@ -51,6 +55,7 @@ def imported_run(
     n_criteria: int = 5,
     faults: dict[int, str] | None = None,
     faulty_conversations: int | None = None,
+    entries: dict[int, str] | None = None,
     seed: int = 0,
 ) -> Run:
     """A run as import_run leaves one: responses and grades that agree with the server's rule.
@@ -61,7 +66,9 @@ def imported_run(
     grades = []
     for index in range(conversations):
         faulty = faulty_conversations is None or index < faulty_conversations
-        conversation = conversation_with_rubric(index, n_criteria=n_criteria, faults=faults if faulty else None)
+        conversation = conversation_with_rubric(
+            index, n_criteria=n_criteria, faults=faults if faulty else None, entries=entries if faulty else None
+        )
         criteria = list(conversation.criteria.order_by("position"))
         for k in range(samples):
             response = Response.objects.create(conversation=conversation, text=response_text(rng), sample_index=k)

@@ -37,10 +37,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jsonschema import Draft202012Validator
+
 from tests.llm_shapes import api_error
+from tests.openai_schemas import BATCH_REQUEST_INPUT, CREATE_BATCH_REQUEST
 
 FILE_PURPOSES = {"assistants", "batch", "fine-tune", "vision", "user_data", "evals"}
-BATCH_ENDPOINTS = {"/v1/responses", "/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/moderations"}
+# Of the specification's endpoints, those this server answers.
+BATCH_ENDPOINTS = {"/v1/responses", "/v1/chat/completions"}
 OPEN = ("validating", "in_progress", "finalizing", "cancelling")
 
 
@@ -180,22 +184,11 @@ class BatchDesk:
     # --- batches --------------------------------------------------------------------------
 
     def create(self, body: dict, authorization: str) -> tuple[int, dict, dict | bytes]:
-        for name in ("input_file_id", "endpoint", "completion_window"):
-            if not body.get(name):
-                return api_error(
-                    400, f"Missing required parameter: '{name}'.", param=name, code="missing_required_parameter"
-                )
-        if body["completion_window"] != "24h":
-            return api_error(
-                400,
-                "Invalid value for 'completion_window': only '24h' is supported.",
-                param="completion_window",
-                code="invalid_value",
-            )
-        if body["endpoint"] not in BATCH_ENDPOINTS:
-            return api_error(
-                400, f"Invalid value for 'endpoint': {body['endpoint']!r}.", param="endpoint", code="invalid_value"
-            )
+        # The body as the specification's CreateBatchRequest has it, or OpenAI's 400 naming the field.
+        for error in sorted(Draft202012Validator(CREATE_BATCH_REQUEST).iter_errors(body), key=str):
+            param = str(error.path[0]) if error.path else error.message.split("'")[1]
+            code = "missing_required_parameter" if error.validator == "required" else "invalid_value"
+            return api_error(400, f"Invalid value for '{param}': {error.message}", param=param, code=code)
         stored = self.files.get(str(body["input_file_id"]))
         if stored is None:
             return not_found("File object", str(body["input_file_id"]), "input_file_id")
@@ -340,6 +333,8 @@ class BatchDesk:
             except ValueError:
                 return [], problem("invalid_json_line", "This line is not parseable as valid JSON.", number)
             missing = [k for k in ("custom_id", "method", "url", "body") if k not in line]
+            if not missing and not Draft202012Validator(BATCH_REQUEST_INPUT).is_valid(line):
+                return [], problem("invalid_request", "The line is not a batch request input object.", number)
             if missing:
                 return [], problem(
                     "missing_required_parameter", f"Missing required parameter: '{missing[0]}'.", number, missing[0]

@@ -1,10 +1,10 @@
 """JSON Schemas of the reply objects we read, written from the OpenAI API specification
 (openai/openai-openapi, openapi.yaml, info.version 2.3.0): CreateChatCompletionResponse with
 ChatCompletionResponseMessage and CompletionUsage; the Responses API's Response with
-OutputMessage (OutputTextContent, RefusalContent), ReasoningItem and ResponseUsage; and
-ErrorResponse. Each keeps the specification's required fields, types and enums for the parts
-we read, and leaves out the rest (tools, audio, annotations' inner shape), which the
-specification allows to be present.
+OutputMessage (OutputTextContent, RefusalContent), ReasoningItem and ResponseUsage;
+ErrorResponse; and the Files and Batch API's objects (below). Each keeps the specification's
+required fields, types and enums for the parts we read, and leaves out the rest (tools,
+audio, annotations' inner shape), which the specification allows to be present.
 
 tests/test_llm_server_replies.py validates the test server's replies against them, so that
 a test that passes against that server passes against what a provider may really send.
@@ -198,5 +198,203 @@ ERROR_RESPONSE = {
             "required": ["type", "message", "param", "code"],
             "properties": {"code": _NULLABLE_STR, "message": _STR, "param": _NULLABLE_STR, "type": _STR},
         }
+    },
+}
+
+# --- the Files and Batch API ---------------------------------------------------------------
+# Batch, BatchError, BatchRequestCounts, OpenAIFile, CreateBatchRequest and ListBatchesResponse
+# as the specification has them. Fields it does not require may be null: its own examples of
+# the batch object show them so (output_file_id, in_progress_at, ... before they are known).
+# The lines of the input, output and error files are not in openapi.yaml; they follow the API
+# reference's "The request input object" and "The request output object".
+
+
+def _maybe(schema: dict) -> dict:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_STAMP = _maybe(_INT)
+_STAMPS = (
+    "in_progress_at",
+    "expires_at",
+    "finalizing_at",
+    "completed_at",
+    "failed_at",
+    "expired_at",
+    "cancelling_at",
+    "cancelled_at",
+)
+
+BATCH = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "Batch",
+    "type": "object",
+    "required": ["id", "object", "endpoint", "input_file_id", "completion_window", "status", "created_at"],
+    "properties": {
+        "id": _STR,
+        "object": {"enum": ["batch"]},
+        "endpoint": _STR,
+        "model": _maybe(_STR),
+        "errors": _maybe(
+            {
+                "type": "object",
+                "properties": {
+                    "object": _STR,
+                    "data": {
+                        "type": "array",
+                        "items": {
+                            "title": "BatchError",
+                            "type": "object",
+                            "properties": {
+                                "code": _STR,
+                                "message": _STR,
+                                "param": _NULLABLE_STR,
+                                "line": _maybe(_INT),
+                            },
+                        },
+                    },
+                },
+            }
+        ),
+        "input_file_id": _STR,
+        "completion_window": _STR,
+        "status": {
+            "enum": [
+                "validating",
+                "failed",
+                "in_progress",
+                "finalizing",
+                "completed",
+                "expired",
+                "cancelling",
+                "cancelled",
+            ]
+        },
+        "output_file_id": _maybe(_STR),
+        "error_file_id": _maybe(_STR),
+        **dict.fromkeys(
+            (
+                "in_progress_at",
+                "expires_at",
+                "finalizing_at",
+                "completed_at",
+                "failed_at",
+                "expired_at",
+                "cancelling_at",
+                "cancelled_at",
+            ),
+            _STAMP,
+        ),
+        "created_at": _INT,
+        "request_counts": {
+            "title": "BatchRequestCounts",
+            "type": "object",
+            "required": ["total", "completed", "failed"],
+            "properties": {"total": _INT, "completed": _INT, "failed": _INT},
+        },
+        "metadata": _maybe({"type": "object", "additionalProperties": _STR, "maxProperties": 16}),
+    },
+}
+
+BATCH_LIST = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "ListBatchesResponse",
+    "type": "object",
+    "required": ["object", "data", "has_more"],
+    "properties": {
+        "object": {"enum": ["list"]},
+        "data": {"type": "array", "items": BATCH},
+        "first_id": _NULLABLE_STR,
+        "last_id": _NULLABLE_STR,
+        "has_more": {"type": "boolean"},
+    },
+}
+
+CREATE_BATCH_REQUEST = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "CreateBatchRequest",
+    "type": "object",
+    "required": ["input_file_id", "endpoint", "completion_window"],
+    "properties": {
+        "input_file_id": _STR,
+        "endpoint": {
+            "enum": [
+                "/v1/responses",
+                "/v1/chat/completions",
+                "/v1/embeddings",
+                "/v1/completions",
+                "/v1/moderations",
+                "/v1/images/generations",
+                "/v1/images/edits",
+                "/v1/videos",
+            ]
+        },
+        "completion_window": {"enum": ["24h"]},
+        "metadata": _maybe(
+            {"type": "object", "additionalProperties": {"type": "string", "maxLength": 512}, "maxProperties": 16}
+        ),
+    },
+}
+
+OPENAI_FILE = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "OpenAIFile",
+    "type": "object",
+    "required": ["id", "object", "bytes", "created_at", "filename", "purpose", "status"],
+    "properties": {
+        "id": _STR,
+        "bytes": _INT,
+        "created_at": _INT,
+        "expires_at": _STAMP,
+        "filename": _STR,
+        "object": {"enum": ["file"]},
+        "purpose": {
+            "enum": [
+                "assistants",
+                "assistants_output",
+                "batch",
+                "batch_output",
+                "fine-tune",
+                "fine-tune-results",
+                "vision",
+                "user_data",
+            ]
+        },
+        "status": {"enum": ["uploaded", "processed", "error"]},
+        "status_details": _NULLABLE_STR,
+    },
+}
+
+BATCH_REQUEST_INPUT = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "BatchRequestInput",
+    "type": "object",
+    "required": ["custom_id", "method", "url", "body"],
+    "properties": {
+        "custom_id": _STR,
+        "method": {"enum": ["POST"]},
+        "url": _STR,
+        "body": {"type": "object"},
+    },
+}
+
+BATCH_REQUEST_OUTPUT = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "BatchRequestOutput",
+    "type": "object",
+    "required": ["id", "custom_id", "response", "error"],
+    "properties": {
+        "id": _STR,
+        "custom_id": _STR,
+        "response": _maybe(
+            {
+                "type": "object",
+                "required": ["status_code", "request_id", "body"],
+                "properties": {"status_code": _INT, "request_id": _STR, "body": {"type": "object"}},
+            }
+        ),
+        "error": _maybe(
+            {"type": "object", "required": ["code", "message"], "properties": {"code": _STR, "message": _STR}}
+        ),
     },
 }

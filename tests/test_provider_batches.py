@@ -284,3 +284,23 @@ def test_the_api_launches_a_batched_run_and_shows_its_provider_batches(server, c
     page = client.get(f"/runs/{run.code}/")
     assert b"Provider batches" in page.content
     assert shown["batches"][0]["id"].encode() in page.content
+
+
+def test_the_sweep_sends_again_a_waiting_batch_whose_poll_message_was_lost(server, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from grading.pipeline.runs import runs_sweep
+
+    server.batches.paused.set()
+    source = imported_run(conversations=1, samples=1, n_criteria=2)
+    run = launch(server, source)
+    assert step_all(run) == {Outcome.WAITING}
+    batch = run.batches.get()
+    assert batch.status == RunBatch.Status.QUEUED
+    assert runs_sweep() == []  # polled a moment ago: its message is on its way
+    quiet = settings.GRADING_BATCH_POLL_SECONDS + 4 * settings.GRADING_LEASE_SECONDS + 1
+    RunBatch.objects.filter(id=batch.id).update(touched=timezone.now() - timedelta(seconds=quiet))
+    assert runs_sweep() == [batch.id]
+    assert runs_sweep() == []  # once per quiet period

@@ -23,6 +23,7 @@ from django.db import connection
 from django.db.models import Count
 
 from grading.models import Grade, Run, RunBatch
+from grading.pipeline.progress import run_progress
 from grading.pipeline.runs import GRADE_BATCH_TASK
 from grading.reports.report import run_report
 from healthbench_web.celery import app
@@ -38,12 +39,13 @@ LEASE_SECONDS = 3
 FAULTS = {0: "500:1", 2: "429:1", 3: "malformed:1", 5: "slow:1", 6: "reset:1"}
 
 
-def start_worker(name: str, log: Path) -> subprocess.Popen:
+def start_worker(name: str, log: Path, **settings_env: str) -> subprocess.Popen:
     env = {
         **os.environ,
         "DATABASE_NAME": str(connection.settings_dict["NAME"]),
         "GRADING_LEASE_SECONDS": str(LEASE_SECONDS),
         "GRADING_SWEEP_SECONDS": "1",
+        **settings_env,
     }
     command = [
         sys.executable,
@@ -190,3 +192,39 @@ def test_batches_an_older_release_left_on_the_default_queue_are_picked_up(llm_se
     assert run.status == Run.Status.DONE
     assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == run.total_items
     assert _take_off(settings.CELERY_LEGACY_QUEUE) == []
+
+
+def test_each_grading_mode_grades_every_criterion_once_through_a_worker(llm_server, tmp_path):
+    """Both modes on the same responses, through a real worker: each criterion graded exactly
+    once, the per-response run's spoilt entries graded by calls of their own and counted,
+    and both reports equal to the imported run's (whose verdicts the server agrees with)."""
+    llm_server.latency = 0.02
+    entries = {1: "missing", 4: "non_boolean"}
+    source = imported_run(
+        name="holdout", conversations=6, samples=2, n_criteria=7, entries=entries, faulty_conversations=2
+    )
+    endpoint_on(llm_server, "e2e")
+    log = tmp_path / "workers.log"
+    worker = start_worker("modes", log)
+    try:
+        for mode in ("per-criterion", "per-response"):
+            call_command(
+                "grade", "--name", mode, "--grader", "e2e", "--concurrency", "8", "--grading-mode", mode,
+                stdout=io.StringIO(), responses_from="holdout",
+            )  # fmt: skip
+        wait_for(
+            lambda: not Run.objects.filter(status=Run.Status.RUNNING).exists(), timeout=60, what="both runs", log=log
+        )
+    finally:
+        kill(worker, signal.SIGTERM)
+    for mode in ("per-criterion", "per-response"):
+        run = Run.objects.get(name=mode)
+        assert run.status == Run.Status.DONE, log.read_text()[-4000:]
+        grades = Grade.objects.filter(run=run)
+        assert grades.count() == run.total_items == 84
+        assert not grades.values("response", "position").annotate(n=Count("id")).filter(n__gt=1).exists()
+        numbers = {k: v for k, v in run_report(run=run).data.items() if k != "grader"}
+        assert numbers == {k: v for k, v in run_report(run=source).data.items() if k != "grader"}
+    per_response = Run.objects.get(name="per-response")
+    assert run_progress(run=per_response).fallbacks == 2 * 2 * 2  # 2 spoilt entries in each of 4 responses
+    assert run_progress(run=per_response).calls == 12 + 8

@@ -43,6 +43,7 @@ class EndpointForm(forms.ModelForm):
             "price_input",
             "price_cached_input",
             "price_output",
+            "batch_discount",
             "requests_per_minute",
             "tokens_per_minute",
             "max_concurrency",

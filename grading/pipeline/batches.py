@@ -5,8 +5,11 @@
    that lost its batch finds out at its next renewal and stops.
 2. Sample, for a run on a subset: the conversations' missing samples, then
 3. grade what is missing: the batch's (response, criterion) items without a grade in this
-   run. An identical earlier request reuses its grade (the cache, unless the run is off it);
-   the rest go to the process's event loop (grading.pipeline.engine), many calls at once.
+   run, one call per item or, in the per-response mode, one call per chunk of a response's
+   criteria (grading.pipeline.response_prompt), whose unusable entries are graded by calls
+   of their own. An identical earlier request reuses its grades (the cache, unless the run
+   is off it); the rest go to the process's event loop (grading.pipeline.engine), many
+   calls at once.
 4. Store the results every FLUSH_SECONDS, with ON CONFLICT DO NOTHING: the database holds
    one grade per (run, response, criterion) and per position, whoever else graded it. The
    same transaction renews the lease, which fails when the run was cancelled or the batch
@@ -47,12 +50,20 @@ from annotation.models import Conversation, Criterion
 from grading.models import Grade, Response, Run, RunBatch
 from grading.pipeline import client as llm
 from grading.pipeline import engine
-from grading.pipeline.client import ChatReply, FailureWatch, GradeOutcome, RetryPolicy, ask_grader
+from grading.pipeline.client import (
+    ChatReply,
+    FailureWatch,
+    GradeOutcome,
+    RetryPolicy,
+    ask_grader,
+    ask_grader_chunk,
+)
 from grading.pipeline.endpoint import CallTarget, EndpointConfigError
 from grading.pipeline.failure_log import failures_note
 from grading.pipeline.grader_prompt import conversation_block, render, rubric_item
 from grading.pipeline.provider_batches import BatchFatal, Request, provider_batches_work
 from grading.pipeline.rate_limit import limiter_for_loop
+from grading.pipeline.response_prompt import PER_CRITERION, PER_RESPONSE, chunk_bounds, render_chunk
 from grading.pipeline.runs import (
     MAX_BATCH_FAILURES,
     batches_queue,
@@ -243,46 +254,64 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
     if not items:
         return Outcome.DONE, failed_samples, ""
 
-    prompts, groups = _requests(run, grader, items)
+    per_response = run.grader_config is not None and run.grader_config.grading_mode == PER_RESPONSE
+    run_mode = PER_RESPONSE if per_response else PER_CRITERION
+    requests = _chunk_requests(run, grader, items) if per_response else _requests(run, grader, items)
     if run.use_cache:
-        reused = _cached(list(groups))
-        if reused:
-            rows = [
-                _grade_row(run.id, item, key, outcome, reused=True)
-                for key, outcome in reused.items()
-                for item in groups.pop(key)
-            ]
-            if not _write(claim, rows):
-                return Outcome.STOPPED, failed_samples, ""
+        reused = _cached([key for chunk in requests.values() for key in chunk.keys])
+        rows = []
+        for request_key_ in list(requests):  # a request is reused only whole
+            request = requests[request_key_]
+            if all(key in reused for key in request.keys):
+                rows += [
+                    _grade_row(run.id, item, key, reused[key], reused=True, mode=reused[key].mode or run_mode)
+                    for chunk in request.items
+                    for item, key in zip(chunk, request.keys, strict=True)
+                ]
+                del requests[request_key_]
+        if rows and not _write(claim, rows):
+            return Outcome.STOPPED, failed_samples, ""
 
     if run.batch and not batch.live:
+        # Per-criterion requests only (spec_check refuses a batched per-response run).
+        prompts = {key: request.prompt for key, request in requests.items()}
+        groups = {key: [chunk[0] for chunk in request.items] for key, request in requests.items()}
         outcome, reason = _through_provider_batches(claim, run, grader, prompts, groups, retry)
         return outcome, failed_samples, reason
 
-    def rows_of(results: list[tuple[str, GradeOutcome]]) -> list[Grade]:
-        failures_note(run, "grader", [outcome.error for _, outcome in results if outcome.met is None])
+    def rows_of(results: list[tuple[str, list[GradeOutcome]]]) -> list[Grade]:
+        failures_note(run, "grader", [o.error for _, outcomes in results for o in outcomes if o.met is None])
         # Items with the same request (rare: a response repeated) share one call. A fatal
         # outcome is the run's failure, not the item's: left missing for a resume.
         return [
-            _grade_row(run.id, item, key, outcome, reused=n > 0)
-            for key, outcome in results
+            _grade_row(run.id, item, key, outcome, reused=n > 0, mode=PER_CRITERION if outcome.fallback else run_mode)
+            for request_key_, outcomes in results
+            for n, chunk in enumerate(requests[request_key_].items)
+            for item, key, outcome in zip(chunk, requests[request_key_].keys, outcomes, strict=True)
             if not outcome.fatal
-            for n, item in enumerate(groups[key])
         ]
+
+    async def ask(request: _Request, limiter) -> list[GradeOutcome]:
+        if request.fallbacks is None:
+            return [await ask_grader(grader, request.prompt, limiter=limiter, policy=retry, watch=watch)]
+        return await ask_grader_chunk(
+            grader, request.prompt, len(request.keys), request.fallbacks.__getitem__,
+            limiter=limiter, policy=retry, watch=watch,
+        )  # fmt: skip
 
     async def grade_all(emit, stop) -> None:
         limiter = limiter_for_loop()
         watch.on_trip = stop.set  # no new call starts once the endpoint is known to fail
         await engine.run_lanes(
-            list(groups),
-            lambda key: ask_grader(grader, prompts[key], limiter=limiter, policy=retry, watch=watch),
+            list(requests),
+            lambda key: ask(requests[key], limiter),
             emit,
             concurrency=run.concurrency,
             slots=slots_for_run(run.id, run.concurrency),
             stop=stop,
         )
 
-    outcome = _drive(claim, grade_all, rows_of, deadline) if groups else Outcome.DONE
+    outcome = _drive(claim, grade_all, rows_of, deadline) if requests else Outcome.DONE
     if watch.reason is not None and outcome is not Outcome.STOPPED:
         return Outcome.FAILED, failed_samples, f"grader endpoint {grader.name}: {watch.reason}"
     return outcome, failed_samples, ""
@@ -302,7 +331,8 @@ def _through_provider_batches(
     def rows_for(key: str) -> Callable[[GradeOutcome], list[Grade]]:
         # Items with the same request share its line, as they share a live call.
         return lambda outcome: [
-            _grade_row(run.id, item, key, outcome, reused=n > 0) for n, item in enumerate(groups[key])
+            _grade_row(run.id, item, key, outcome, reused=n > 0, mode=PER_CRITERION)
+            for n, item in enumerate(groups[key])
         ]
 
     requests = {key: Request(prompts[key], rows_for(key)) for key in groups}
@@ -390,8 +420,20 @@ def request_key(grader: CallTarget, prompt_hash: str, prompt: str) -> str:
     return hashlib.sha256(f"{head}\n{prompt}".encode()).hexdigest()
 
 
-def _requests(run: Run, grader: CallTarget, items: list[Item]) -> tuple[dict[str, str], dict[str, list[Item]]]:
-    """The prompt of each distinct request, and the items that ask it."""
+@dataclass
+class _Request:
+    """One grader call and the items it answers: per criterion, one item (`keys` its request
+    key); per response, a chunk of one response's criteria (`keys` one per criterion, and
+    `fallbacks` the per-criterion prompt of each). `items` holds one list per response that
+    asks exactly this (more than one only when a response is repeated)."""
+
+    prompt: str
+    keys: list[str]
+    items: list[list[Item]]
+    fallbacks: list[str] | None = None
+
+
+def _conversation_blocks(items: list[Item]) -> dict[int, str]:
     responses = {
         rid: (text, cid)
         for rid, text, cid in Response.objects.filter(id__in={i.response_id for i in items}).values_list(
@@ -403,34 +445,74 @@ def _requests(run: Run, grader: CallTarget, items: list[Item]) -> tuple[dict[str
         "dict[int, list]",
         dict(Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")),
     )
-    blocks = {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
+    return {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
+
+
+def _requests(run: Run, grader: CallTarget, items: list[Item]) -> dict[str, _Request]:
+    """The distinct per-criterion requests, by request key."""
+    blocks = _conversation_blocks(items)
     if run.grader_config is None:  # only runs graded here have batches
-        raise ValueError(f"run {run.pk} has batches but no grader")
+        raise EndpointConfigError(f"run {run.name} has no grader")
     template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
-    prompts: dict[str, str] = {}
-    groups: dict[str, list[Item]] = {}
+    requests: dict[str, _Request] = {}
     for item in items:
         prompt = render(template, conversation=blocks[item.response_id], item=rubric_item(item.text, item.points))
         key = request_key(grader, prompt_hash, prompt)
-        prompts[key] = prompt
-        groups.setdefault(key, []).append(item)
-    return prompts, groups
+        requests.setdefault(key, _Request(prompt, [key], [])).items.append([item])
+    return requests
+
+
+def _chunk_requests(run: Run, grader: CallTarget, items: list[Item]) -> dict[str, _Request]:
+    """Per response: its criteria in chunks of at most the run's limit, one request each.
+    A criterion's key is the chunk's request key and its place in the chunk, so the grade
+    of an identical earlier chunk is found criterion by criterion."""
+    config = run.grader_config
+    if config is None or config.criteria_per_call is None:
+        raise EndpointConfigError(f"run {run.name} has no per-response grader settings")
+    blocks = _conversation_blocks(items)
+    by_response: dict[int, list[Item]] = {}
+    for item in items:
+        by_response.setdefault(item.response_id, []).append(item)
+    head = f"{PER_RESPONSE} {config.response_prompt_hash} {config.explanation_length}"
+    requests: dict[str, _Request] = {}
+    for response_id, criteria in by_response.items():
+        block = blocks[response_id]
+        for start, stop in chunk_bounds(len(criteria), config.criteria_per_call):
+            chunk = criteria[start:stop]
+            prompt = render_chunk(
+                conversation=block, items=[(i.text, i.points) for i in chunk], explanation=config.explanation_length
+            )
+            key = request_key(grader, head, prompt)
+            if key not in requests:
+                fallbacks = [
+                    render(config.prompt_template, conversation=block, item=rubric_item(i.text, i.points))
+                    for i in chunk
+                ]
+                keys = [hashlib.sha256(f"{key}\n{k}".encode()).hexdigest() for k in range(len(chunk))]
+                requests[key] = _Request(prompt, keys, [], fallbacks)
+            requests[key].items.append(chunk)
+    return requests
 
 
 def _cached(keys: list[str]) -> dict[str, GradeOutcome]:
     found: dict[str, GradeOutcome] = {}
     for start in range(0, len(keys), 500):
         rows = Grade.objects.filter(request_key__in=keys[start : start + 500], status=Grade.Status.GRADED).values_list(
-            "request_key", "met", "explanation", "raw_output"
+            "request_key", "met", "explanation", "raw_output", "mode"
         )
-        for key, met, explanation, raw in rows:
+        for key, met, explanation, raw, mode in rows:
             if key is not None:
-                found.setdefault(key, GradeOutcome(met=met, explanation=explanation, raw_output=raw))
+                found.setdefault(
+                    key, GradeOutcome(met=met, explanation=explanation, raw_output=raw, fallback=False, mode=mode)
+                )
     return found
 
 
-def _grade_row(run_id: int, item: Item, key: str, outcome: GradeOutcome, *, reused: bool) -> Grade:
+def _grade_row(
+    run_id: int, item: Item, key: str, outcome: GradeOutcome, *, reused: bool, mode: str = PER_CRITERION
+) -> Grade:
     return Grade(
+        mode=mode,
         run_id=run_id,
         response_id=item.response_id,
         criterion_id=item.criterion_id,

@@ -133,6 +133,7 @@ class GradeOutcome:
     # Per-response mode: this criterion's entry was missing or unusable, and it was graded
     # by a per-criterion call of its own.
     fallback: bool = False
+    mode: str = ""  # of a stored grade reused from the cache: how it was asked
 
 
 # --- the client ---------------------------------------------------------------------------

@@ -16,18 +16,38 @@ from django.db.models.functions import Length
 from annotation.models import Criterion, Subset
 from grading.endpoint_rules import endpoint_problems
 from grading.models import Endpoint, Grade, Response, Run
+from grading.pipeline import response_prompt
 from grading.pipeline.cost import Prices, cost_of
-from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template, rendered_length
+from grading.pipeline.grader_prompt import (
+    DEFAULT_TEMPLATE,
+    TemplateError,
+    check_template,
+    rendered_length,
+    shared_prefix_length,
+)
 from grading.pipeline.request_shape import CHARS_PER_TOKEN
+from grading.pipeline.response_prompt import (
+    EXPLANATIONS,
+    MODES,
+    PER_CRITERION,
+    PER_RESPONSE,
+    chunk_bounds,
+    line_overhead,
+)
 
 # Assumptions of the estimate, printed with it.
 ANSWER_TOKENS = 80  # a grader's JSON answer: a sentence or two and a boolean
 SAMPLED_RESPONSE_TOKENS = 400  # a policy model's reply, before we have it
 MAX_CONCURRENCY = 1000
 REASONING_TOKENS = 300  # a reasoning grader at low effort thinks before answering (varies widely)
-# Providers cache a prompt's prefix once it is this long (OpenAI: 1,024 tokens); the grader
-# prompts of one response share everything up to the criterion.
+# Per-response answers: the JSON around the entries, per call (an entry's own tokens depend on
+# the explanation length: response_prompt.EXPLANATIONS).
+CHUNK_ANSWER_TOKENS = 8
+# Providers cache a prompt's prefix once it is this long, and serve it in steps (OpenAI:
+# 1,024 tokens, then steps of 128); the grader prompts of one response share everything up
+# to the criterion (or the criteria, per response). The test server reports the same.
 CACHE_MIN_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,14 @@ class RunSpec:
     # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
     length_adjusted: bool = False
     healthbench_professional: bool = False
+    grading_mode: str = PER_CRITERION
+    # Per response: what each verdict explains itself in (response_prompt.EXPLANATIONS).
+    explanation_length: str = ""
+
+    @property
+    def explanation(self) -> str:
+        return self.explanation_length or response_prompt.DEFAULT_EXPLANATION
+
     # Graded through the provider's Batch API (grading.pipeline.provider_batches), at its prices.
     batch: bool = False
 
@@ -82,6 +110,14 @@ def spec_check(spec: RunSpec) -> None:
         check_template(spec.template)
     except TemplateError as exc:
         problems.append(str(exc))
+    if spec.grading_mode not in MODES:
+        problems.append(f"grading mode {spec.grading_mode!r} is not one of {', '.join(MODES)}")
+    if spec.explanation_length and spec.explanation_length not in EXPLANATIONS:
+        problems.append(f"explanation length {spec.explanation_length!r} is not one of {', '.join(EXPLANATIONS)}")
+    elif spec.explanation_length and spec.grading_mode != PER_RESPONSE:
+        problems.append("the explanation length is a setting of the per-response mode")
+    if spec.batch and spec.grading_mode == PER_RESPONSE:
+        problems.append("the provider's Batch API takes per-criterion runs only, for now: grade per response live")
     if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
         problems.append(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
     sampled = spec.policy is not None or spec.subset is not None
@@ -115,18 +151,47 @@ class Plan:
     units: list[tuple[int, int, int]] = field(default_factory=list)
     policy_calls: int = 0
     policy_prompt_chars: int = 0
-    # Prompt characters a provider's prompt cache is expected to serve: every criterion of a
-    # response after its first repeats the prefix (template head, conversation, response).
+    # Prompt characters a provider's prompt cache is expected to serve: every call about a
+    # response after its first repeats the prefix (instructions, conversation, response).
     cacheable_chars: int = 0
+    grading_mode: str = PER_CRITERION
+    calls: int = 0  # grader calls (per response: chunks of at most CRITERIA_PER_CALL criteria)
 
     @property
     def grades(self) -> int:
         return sum(u[1] for u in self.units)
 
 
+class _Prompts:
+    """Grader calls and prompt characters for one response of `n` criteria, in the spec's mode."""
+
+    def __init__(self, spec: RunSpec):
+        self.mode = spec.grading_mode
+        self.template = spec.template
+        self.explanation = spec.explanation
+        self.overhead = (
+            response_prompt.rendered_overhead(self.explanation)
+            if self.mode == PER_RESPONSE
+            else rendered_length(spec.template, conversation_chars=0, item_chars=0)
+        )
+
+    def of(self, n: int, conversation_chars: int, item_chars: int) -> tuple[int, int, int]:
+        """(calls, prompt chars, cacheable chars). ``item_chars``: the criteria's texts."""
+        items = item_chars + n * 6  # "[-5] " before each text
+        if self.mode == PER_RESPONSE:
+            calls = len(chunk_bounds(n))
+            lines = sum(line_overhead(k) for k in range(n))
+            prefix = response_prompt.shared_prefix_length(
+                conversation_chars=conversation_chars, explanation=self.explanation
+            )
+            return calls, calls * (self.overhead + conversation_chars) + items + lines, _cacheable(calls, prefix)
+        prefix = shared_prefix_length(self.template, conversation_chars=conversation_chars)
+        return n, n * (self.overhead + conversation_chars) + items, _cacheable(n, prefix)
+
+
 def run_plan(spec: RunSpec) -> Plan:
     """The work of a checked spec, from three aggregate queries at most."""
-    overhead = rendered_length(spec.template, conversation_chars=0, item_chars=0)
+    prompts = _Prompts(spec)
     if spec.responses_from is not None:
         # Each response is graded on the criteria the source run graded it on.
         per_response = (
@@ -141,11 +206,12 @@ def run_plan(spec: RunSpec) -> Plan:
             .values_list("id", "chars")
             .order_by()
         )
-        plan = Plan(by_conversation=False)
+        plan = Plan(by_conversation=False, grading_mode=spec.grading_mode)
         for response_id, n, item_chars in per_response:
-            chars = n * (overhead + conversation_chars[response_id] + 8) + (item_chars or 0)
+            calls, chars, cacheable = prompts.of(n, conversation_chars[response_id], item_chars or 0)
             plan.units.append((response_id, n, chars))
-            plan.cacheable_chars += _cacheable(n, overhead + conversation_chars[response_id])
+            plan.calls += calls
+            plan.cacheable_chars += cacheable
         return plan
     if spec.subset is None or spec.policy is None:
         raise RunSpecError(["a run samples new responses only with a subset and a policy endpoint"])
@@ -157,23 +223,26 @@ def run_plan(spec: RunSpec) -> Plan:
         .annotate(n=Count("id"), item_chars=Sum(Length("text")), chars=Length("conversation__messages"))
         .order_by("conversation_id")
     )
-    plan = Plan(by_conversation=True)
+    plan = Plan(by_conversation=True, grading_mode=spec.grading_mode)
     response_chars = SAMPLED_RESPONSE_TOKENS * CHARS_PER_TOKEN
     for conversation_id, n, item_chars, chars in per_conversation:
-        grades = n * spec.samples
-        plan.units.append(
-            (conversation_id, grades, grades * (overhead + chars + response_chars + 8) + item_chars * spec.samples)
-        )
-        plan.cacheable_chars += spec.samples * _cacheable(n, overhead + chars + response_chars)
+        calls, prompt_chars, cacheable = prompts.of(n, chars + response_chars, item_chars or 0)
+        plan.units.append((conversation_id, n * spec.samples, prompt_chars * spec.samples))
+        plan.calls += calls * spec.samples
+        plan.cacheable_chars += spec.samples * cacheable
         plan.policy_calls += spec.samples
         plan.policy_prompt_chars += spec.samples * chars
     return plan
 
 
-def _cacheable(criteria: int, prefix_chars: int) -> int:
-    if prefix_chars < CACHE_MIN_TOKENS * CHARS_PER_TOKEN:
+def _cacheable(calls: int, prefix_chars: int) -> int:
+    """Characters the cache serves to the calls about one response after its first: the
+    shared prefix in whole steps, once it reaches the provider's minimum. Whole steps lose
+    half a step on average (the prefix's exact length is not known here, to a step)."""
+    step = CACHE_STEP_TOKENS * CHARS_PER_TOKEN
+    if prefix_chars // step * step < CACHE_MIN_TOKENS * CHARS_PER_TOKEN:
         return 0
-    return (criteria - 1) * prefix_chars
+    return max(0, calls - 1) * (prefix_chars - step // 2)
 
 
 @dataclass(frozen=True)
@@ -194,6 +263,9 @@ class Estimate:
     policy_endpoint: str = ""
     concurrency: int = 0
     concurrency_asked: int = 0
+    grading_mode: str = PER_CRITERION
+    explanation_length: str = ""
+    grades: int = 0
     batch_discount: Decimal | None = None  # set for a batched run: the share off the grader's prices
 
     @property
@@ -216,11 +288,21 @@ class Estimate:
                 f"Sampling: {self.policy_calls:,} policy calls, about {self.policy_prompt_tokens:,} prompt tokens "
                 f"and at most {self.policy_completion_tokens_max:,} completion tokens."
             )
-        out.append(
-            f"Grading: {self.grader_calls:,} grader calls on {self.responses:,} responses, about "
-            f"{self.prompt_tokens:,} prompt tokens and {self.completion_tokens:,} completion tokens "
-            f"(~{ANSWER_TOKENS} per answer; retries and re-asks come on top)."
-        )
+        if self.grading_mode == PER_RESPONSE:
+            words, per_entry = EXPLANATIONS[self.explanation_length or response_prompt.DEFAULT_EXPLANATION]
+            out.append(
+                f"Grading per response: {self.grader_calls:,} grader calls for {self.grades:,} criteria on "
+                f"{self.responses:,} responses (at most {response_prompt.CRITERIA_PER_CALL} criteria a call), "
+                f"about {self.prompt_tokens:,} prompt tokens and {self.completion_tokens:,} completion tokens "
+                f"(~{per_entry} per criterion, explained in {words}; retries, re-asks and per-criterion "
+                "fallbacks come on top)."
+            )
+        else:
+            out.append(
+                f"Grading: {self.grader_calls:,} grader calls on {self.responses:,} responses, about "
+                f"{self.prompt_tokens:,} prompt tokens and {self.completion_tokens:,} completion tokens "
+                f"(~{ANSWER_TOKENS} per answer; retries and re-asks come on top)."
+            )
         if self.reasoning_tokens:
             out.append(
                 f"The grader is a reasoning model: about {REASONING_TOKENS} reasoning tokens per answer are "
@@ -228,7 +310,8 @@ class Estimate:
             )
         out.append(
             f"Assumed: the provider's prompt cache serves {self.cached_share:.0%} of the grader's prompt tokens "
-            f"(each response's shared prompt prefix after its first criterion, when {CACHE_MIN_TOKENS:,}+ tokens)."
+            "(each response's shared prompt prefix, in steps of "
+            f"{CACHE_STEP_TOKENS}, on every call about it after the first, when {CACHE_MIN_TOKENS:,}+ tokens)."
         )
         if self.batch_discount is not None:
             out.append(
@@ -268,12 +351,12 @@ class Estimate:
 def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
     if spec.grader is None:
         raise RunSpecError(["choose a grader endpoint"])
-    calls = plan.grades
+    calls = plan.calls
     prompt_chars = sum(u[2] for u in plan.units)
     prompt_tokens = prompt_chars // CHARS_PER_TOKEN
     cached_share = plan.cacheable_chars / prompt_chars if prompt_chars else 0.0
     reasoning = calls * REASONING_TOKENS if spec.grader.reasoning else 0
-    completion_tokens = calls * ANSWER_TOKENS + reasoning
+    completion_tokens = answer_tokens(plan.grading_mode, spec.explanation, calls=calls, grades=plan.grades) + reasoning
     policy_prompt = plan.policy_prompt_chars // CHARS_PER_TOKEN
     # With no output limit sent, the bound is unknown: a typical reply's length stands in.
     policy_limit = (spec.policy.max_output_tokens or SAMPLED_RESPONSE_TOKENS) if spec.policy else 0
@@ -304,5 +387,16 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
         policy_endpoint=spec.policy.name if spec.policy else "",
         concurrency=run_concurrency(spec),
         concurrency_asked=spec.concurrency,
+        grading_mode=plan.grading_mode,
+        explanation_length=spec.explanation if plan.grading_mode == PER_RESPONSE else "",
+        grades=plan.grades,
         batch_discount=spec.grader.batch_discount if spec.batch else None,
     )
+
+
+def answer_tokens(mode: str, explanation: str, *, calls: int, grades: int) -> int:
+    """The grader's answers, reasoning aside: ANSWER_TOKENS per call per criterion; per
+    response, each criterion's entry and the JSON around them."""
+    if mode == PER_RESPONSE:
+        return grades * EXPLANATIONS[explanation][1] + calls * CHUNK_ANSWER_TOKENS
+    return calls * ANSWER_TOKENS

@@ -128,6 +128,13 @@ def rendered_length(template: str, *, conversation_chars: int, item_chars: int) 
     )
 
 
+def shared_prefix_length(template: str, *, conversation_chars: int) -> int:
+    """Characters before the rubric item: what the prompts about one response have in common
+    (the whole template head and the conversation, when the item comes last, as in ours)."""
+    head = template.split(RUBRIC_ITEM, 1)[0]
+    return len(head) + head.count(CONVERSATION) * (conversation_chars - len(CONVERSATION))
+
+
 # --- reading the answer -------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ from decimal import Decimal
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
-from grading.models import Grade, ProviderBatch, Response, Run, SampleFailure
+from grading.models import Grade, GradingMode, ProviderBatch, Response, Run, SampleFailure
 from grading.pipeline.cost import Prices, cost_of
 
 RATE_WINDOW_SECONDS = 30
@@ -59,6 +59,9 @@ class Progress:
     refused_samples: int = 0  # stored as the policy's words, graded, marked
     truncated_samples: int = 0  # stored as far as they went, graded, marked
     output_limit: int | None = None  # the limit the cut-off samples hit
+    calls: int = 0  # grader requests sent (retries included; per response, one per chunk)
+    # Per response: criteria whose entry in the answer was unusable, graded by a call of their own.
+    fallbacks: int = 0
     batch: bool = False  # graded through the provider's Batch API
     provider_batches: tuple[ProviderBatchState, ...] = ()
 
@@ -166,6 +169,8 @@ class Progress:
         parts.append(f"{self.tokens:,} tokens")
         if self.cost is not None:
             parts.append(f"${self.cost:,.2f}")
+        if self.fallbacks:
+            parts.append(f"{self.fallbacks:,} fallbacks")
         if self.refused_samples:
             parts.append(f"{self.refused_samples:,} refused")
         if self.truncated_samples:
@@ -193,6 +198,12 @@ def run_progress(*, run: Run) -> Progress:
         graded=Count("id", filter=Q(status=Grade.Status.GRADED)),
         failed=Count("id", filter=Q(status=Grade.Status.FAILED)),
         reused=Count("id", filter=Q(reused=True)),
+        calls=Sum("attempts"),
+        # In a per-response run, its per-criterion grades are the fallbacks.
+        fallbacks=Count(
+            "id",
+            filter=Q(mode=GradingMode.PER_CRITERION) & Q(run__grader_config__grading_mode=GradingMode.PER_RESPONSE),
+        ),
         recent=Count("id", filter=Q(created__gte=since)),
         prompt_tokens=Sum("prompt_tokens"),
         completion_tokens=Sum("completion_tokens"),
@@ -258,6 +269,8 @@ def run_progress(*, run: Run) -> Progress:
         refused_samples=tokens(samples, "refused"),
         truncated_samples=tokens(samples, "truncated"),
         output_limit=samples.get("output_limit"),
+        calls=tokens(grades, "calls"),
+        fallbacks=tokens(grades, "fallbacks"),
         batch=run.batch,
         provider_batches=_provider_batches(run) if run.batch else (),
     )

@@ -168,6 +168,17 @@ def rendered_overhead(explanation: str = DEFAULT_EXPLANATION) -> int:
     return len(render_chunk(conversation="", items=[], explanation=explanation))
 
 
+def shared_prefix_length(*, conversation_chars: int, explanation: str = DEFAULT_EXPLANATION) -> int:
+    """Characters before the criteria: what the calls about one response have in common."""
+    head = render_chunk(conversation="", items=[], explanation=explanation).split("\n# The rubric items\n")[0]
+    return len(head) + conversation_chars
+
+
+def line_overhead(position: int) -> int:
+    """Characters a criterion line adds besides its rubric item: ``12. `` and the newline."""
+    return len(f"{position + 1}. ") + 1
+
+
 def chunk_messages(prompt: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}]
 

@@ -22,9 +22,18 @@ from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
 from annotation.services.subset_versions import subset_version_freeze
+from grading.endpoint_rules import endpoint_problems
 from grading.models import Endpoint, Grade, GraderConfig, ProviderBatch, Run, RunBatch, SampleFailure
 from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
+from grading.pipeline.response_prompt import (
+    CRITERIA_PER_CALL,
+    DEFAULT_EXPLANATION,
+    PER_CRITERION,
+    PER_RESPONSE,
+    RESPONSE_TEMPLATE,
+    RESPONSE_TEMPLATE_HASH,
+)
 from healthbench_web.celery import app as celery_app
 from healthbench_web.celery import broker_ping
 from healthbench_web.redact import endpoint_keys, redact
@@ -142,14 +151,25 @@ SNAPSHOT_FIELDS = {
 }
 
 
-def endpoint_snapshot(*, endpoint: Endpoint, template: str) -> GraderConfig:
-    """The run's frozen copy of the endpoint's settings (and grader template), created once
-    per distinct copy: its name carries a hash of them, so two launches with the same
-    settings share one, and a later edit of the endpoint makes a new one."""
+def endpoint_snapshot(
+    *, endpoint: Endpoint, template: str, grading_mode: str = PER_CRITERION, explanation: str = ""
+) -> GraderConfig:
+    """The run's frozen copy of the endpoint's settings (and grader template and mode),
+    created once per distinct copy: its name carries a hash of them, so two launches with the
+    same settings share one, and a later edit of the endpoint makes a new one."""
     fields = {name: getattr(endpoint, source) for name, source in SNAPSHOT_FIELDS.items()}
     if endpoint.reasoning:
         fields["temperature"] = None
     fields |= {"prompt_template": template, "prompt_hash": template_hash(template) if template else ""}
+    if grading_mode == PER_RESPONSE:
+        # Only then: the names (and so the identity) of per-criterion snapshots stay as they were.
+        fields |= {
+            "grading_mode": PER_RESPONSE,
+            "explanation_length": explanation or DEFAULT_EXPLANATION,
+            "criteria_per_call": CRITERIA_PER_CALL,
+            "response_template": RESPONSE_TEMPLATE,
+            "response_prompt_hash": RESPONSE_TEMPLATE_HASH,
+        }
     digest = hashlib.sha256(
         json.dumps([endpoint.id, endpoint.name, fields], sort_keys=True, default=str).encode()
     ).hexdigest()[:12]
@@ -212,7 +232,12 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
             run = Run.objects.create(
                 name=spec.name,
                 status=Run.Status.RUNNING,
-                grader_config=endpoint_snapshot(endpoint=spec.grader, template=spec.template),
+                grader_config=endpoint_snapshot(
+                    endpoint=spec.grader,
+                    template=spec.template,
+                    grading_mode=spec.grading_mode,
+                    explanation=spec.explanation_length,
+                ),
                 policy_config=endpoint_snapshot(endpoint=spec.policy, template="") if spec.policy else None,
                 policy_model=spec.policy.model if spec.policy else "",
                 samples=spec.samples if spec.policy or spec.responses_from is None else spec.responses_from.samples,
@@ -405,6 +430,23 @@ def _grades_per_batch(run: Run) -> dict[int, int]:
     return per_batch
 
 
+def resume_check(*, run: Run) -> None:
+    """A resume is checked as a launch is: the key variables and base URLs the run's endpoint
+    snapshots name must pass the operator's rules now, or nothing is queued (the worker would
+    refuse every batch). Raises RunSpecError naming each problem."""
+    problems = []
+    for role, config in (("grader", run.grader_config), ("policy", run.policy_config)):
+        if config is None:
+            continue
+        name = config.endpoint_name or config.model
+        problems += [
+            f"{role} endpoint {name}: {problem}"
+            for problem in endpoint_problems(base_url=config.base_url, key_variable=config.api_key_env, resolve=False)
+        ]
+    if problems:
+        raise RunSpecError([*problems, "nothing was queued: a curator fixes the endpoint, then resume again"])
+
+
 def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None) -> int:
     """Queue again only the batches that miss grades, and are not being worked on now.
 
@@ -414,6 +456,8 @@ def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None
     Returns the number of batches queued; 0 means the run is complete (it is then marked done)."""
     if run.grader_config_id is None:
         raise RunSpecError([f"run {run.name!r} was imported, not graded here: nothing to resume"])
+    resume_check(run=run)
+    queue_check()
     now = timezone.now()
     with transaction.atomic():
         if retry_failed:
@@ -459,6 +503,8 @@ def runs_sweep() -> list[int]:
       (the filesystem broker drops the messages a killed worker held): they are sent again,
       once per stall period. Workers busy with anything keep touching their batches, so a
       long queue is not taken for lost. A duplicate message is harmless: its claim fails.
+    * A batched run's queued batch untouched for longer than a poll and four leases lost its
+      poll message: sent again.
     """
     now = timezone.now()
     queued: list[int] = []
@@ -477,6 +523,16 @@ def runs_sweep() -> list[int]:
             ):
                 run_finish_if_complete(run_id=run_id)
         elif still.update(status=RunBatch.Status.QUEUED, failures=F("failures") + 1, lease_until=None, touched=now):
+            queued.append(batch_id)
+    # A batched run's waiting batch is touched at every poll: one untouched for longer than a
+    # poll and a few leases lost its message with its worker (an ETA message the filesystem
+    # broker drops), while other batches keep the run from looking stalled.
+    quiet = now - timedelta(seconds=settings.GRADING_BATCH_POLL_SECONDS + 4 * settings.GRADING_LEASE_SECONDS)
+    waiting = RunBatch.objects.filter(
+        status=RunBatch.Status.QUEUED, run__status=Run.Status.RUNNING, run__batch=True, live=False, touched__lt=quiet
+    )
+    for batch_id in list(waiting.values_list("id", flat=True)):
+        if RunBatch.objects.filter(id=batch_id, status=RunBatch.Status.QUEUED, touched__lt=quiet).update(touched=now):
             queued.append(batch_id)
     stall = now - timedelta(seconds=4 * settings.GRADING_LEASE_SECONDS)
     if not RunBatch.objects.filter(touched__gte=stall).exists():

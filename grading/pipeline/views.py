@@ -19,7 +19,7 @@ from annotation.access import require_role
 from annotation.models import Subset
 from grading.access import READERS, get_run_for_reader
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE, endpoint_problems, raw_endpoint_fields
-from grading.models import Endpoint, GraderTemplate, Run
+from grading.models import Endpoint, ExplanationLength, GraderTemplate, GradingMode, Run
 from grading.pipeline.estimate import (
     MAX_CONCURRENCY,
     RunSpec,
@@ -30,6 +30,7 @@ from grading.pipeline.estimate import (
 )
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template
 from grading.pipeline.progress import run_progress
+from grading.pipeline.response_prompt import CRITERIA_PER_CALL
 from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
 from grading.reports.grader_marks import grader_mark
 from healthbench_web.throttles import launch_refusal
@@ -78,6 +79,21 @@ class RunForm(forms.Form):
         help_text="Instead of the text above: a template stored with grader_template import (the reference's "
         "is read from your own copy of simple-evals).",
     )
+    grading_mode = forms.ChoiceField(
+        choices=GradingMode.choices,
+        initial=GradingMode.PER_CRITERION,
+        widget=forms.RadioSelect,
+        required=False,
+        help_text=f"Per response: up to {CRITERIA_PER_CALL} criteria a call, far fewer calls and tokens; "
+        "compare its agreement with physicians before trusting it.",
+    )
+    explanation_length = forms.ChoiceField(
+        choices=ExplanationLength.choices,
+        initial=ExplanationLength.SENTENCE,
+        required=False,
+        label="Explanation per criterion",
+        help_text="Per response only: shorter explanations cost less output.",
+    )
     concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=16)
     use_cache = forms.BooleanField(required=False, initial=True, label="Reuse grades of identical earlier requests")
     length_adjusted = forms.BooleanField(
@@ -96,7 +112,7 @@ class RunForm(forms.Form):
 
     GROUPS = [
         ("What to grade", ["name", "source", "responses_from", "subset", "policy", "samples"]),
-        ("Grader", ["grader", "grader_template", "stored_template"]),
+        ("Grader", ["grader", "grader_template", "stored_template", "grading_mode", "explanation_length"]),
         ("Run", ["concurrency", "use_cache", "batch", "length_adjusted", "healthbench_professional"]),
     ]
 
@@ -183,6 +199,10 @@ class RunForm(forms.Form):
             subset=data["subset"] if sampled else None,
             policy=data["policy"] if sampled else None,
             samples=data["samples"],
+            grading_mode=data.get("grading_mode") or GradingMode.PER_CRITERION,
+            explanation_length=(data.get("explanation_length") or "")
+            if data.get("grading_mode") == GradingMode.PER_RESPONSE
+            else "",
             batch=data["batch"],
         )
 

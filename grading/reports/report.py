@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from grading.models import Run
+from grading.models import Grade, GradingMode, Run
 from grading.reports import scoring
 from grading.reports.grader_marks import grader_mark
 from grading.reports.selectors import RunGrades, run_grades_get
@@ -145,6 +145,30 @@ def run_report(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
     )
 
 
+def grading_record(run: Run) -> dict | None:
+    """How the run asked its grader: its mode and, per response, the explanation length, the
+    criteria per call, the prompt's sha256 and the fallbacks (criteria graded per criterion
+    because their entry was unusable). None for an imported run. Kept beside the scores,
+    not in them: two runs whose verdicts agree have equal reports whatever their modes."""
+    config = run.grader_config
+    if config is None:
+        return None
+    record: dict = {"mode": config.grading_mode, "prompt_sha256": config.prompt_hash}
+    if config.grading_mode == GradingMode.PER_RESPONSE:
+        record |= {
+            "explanation_length": config.explanation_length,
+            "criteria_per_call": config.criteria_per_call,
+            "response_prompt_sha256": config.response_prompt_hash,
+            "fallbacks": Grade.objects.filter(run=run, mode=GradingMode.PER_CRITERION).count(),
+        }
+    return record
+
+
+def run_report_document(*, run: Run, seed: int | None = DEFAULT_SEED) -> dict:
+    """What the downloads, the API and `run_report` send: the report and how it was graded."""
+    return {**run_report_data_cached(run=run, seed=seed), "grading": grading_record(run)}
+
+
 def _incomplete(grades: RunGrades) -> npt.NDArray[np.bool_]:
     n = grades.response_ids.size
     incomplete = np.bincount(grades.grade_response[grades.grade_met == scoring.MISSING], minlength=n) > 0
@@ -223,7 +247,7 @@ def metric_rows(data: dict, prefix: str | None = None) -> list[dict]:
 def report_csv(data: dict) -> str:
     """The metrics as CSV: a header, then one row per metric (see metric_rows)."""
     rows = [[row[c] for c in CSV_COLUMNS] for row in metric_rows(data)]
-    # The length adjustment's constants travel with the numbers they produced.
+    # The length adjustment's constants travel with the numbers they produced, and so does the mode.
     for key, value in (data.get("length_adjustment") or {}).items():
         rows.append([f"length_adjustment:{key}", value, "", ""])
     # So does the grader's standing against the reference's.
@@ -232,4 +256,6 @@ def report_csv(data: dict) -> str:
         rows.append(["grader:request", grader["label"], "", ""])
         rows.append(["grader:prompt", grader["prompt_label"], "", ""])
         rows.append(["grader:prompt_sha256", grader["prompt_sha256"], "", ""])
+    for key, value in (data.get("grading") or {}).items():
+        rows.append([f"grading:{key}", value, "", ""])
     return csv_text(CSV_COLUMNS, rows)

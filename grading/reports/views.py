@@ -17,7 +17,7 @@ from grading.access import READERS, get_run_for_reader, get_run_response_for_rea
 from grading.models import Grade, Response, Run
 from grading.pipeline.progress import run_progress
 from grading.reports import scoring
-from grading.reports.report import metric_rows, report_csv, run_report_cached, run_report_data_cached
+from grading.reports.report import metric_rows, report_csv, run_report_cached, run_report_document
 from grading.reports.results_file import dump_results
 from grading.reports.run_export import run_export
 
@@ -165,7 +165,7 @@ def _download_name(run: Run, extension: str) -> str:
 @login_required
 def report_json(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
-    text = json.dumps(run_report_data_cached(run=run), indent=2) + "\n"
+    text = json.dumps(run_report_document(run=run), indent=2) + "\n"
     response = HttpResponse(text, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "json")}"'
     return response
@@ -175,7 +175,7 @@ def report_json(request: HtmxHttpRequest, code) -> HttpResponse:
 @login_required
 def report_csv_download(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
-    response = HttpResponse(report_csv(run_report_data_cached(run=run)), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(report_csv(run_report_document(run=run)), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "csv")}"'
     return response
 

@@ -2,6 +2,7 @@
 
     grade --name NAME --grader ENDPOINT [--concurrency N]
           (--responses-from RUN | --policy ENDPOINT --samples K --subset S)
+          [--grading-mode per-criterion|per-response [--explanation words|sentence|sentences]]
           [--batch] [--wait] [--no-cache] [--estimate-only]
     grade --resume NAME [--retry-failed [--live | --as-batch]] [--wait]
     grade --cancel NAME
@@ -22,10 +23,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Subset
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE
+from grading.endpoints.listing import endpoint_lines
 from grading.models import Endpoint, GraderTemplate, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
 from grading.pipeline.progress import run_progress
+from grading.pipeline.response_prompt import CRITERIA_PER_CALL, EXPLANATIONS, MODES, PER_CRITERION
 from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
 
 POLL_SECONDS = 2.0
@@ -68,6 +71,20 @@ class Command(BaseCommand):
         )
         template.add_argument(
             "--template", metavar="NAME", help="a stored grader template (grader_template import, grader_template list)"
+        )
+
+        grader.add_argument(
+            "--grading-mode",
+            choices=MODES,
+            default=PER_CRITERION,
+            help="per-criterion: one call per response and criterion (the reference's way); per-response: "
+            f"every criterion of a response in one call (up to {CRITERIA_PER_CALL} a call)",
+        )
+        grader.add_argument(
+            "--explanation",
+            choices=list(EXPLANATIONS),
+            default="",
+            help="per-response only: each verdict explained in a few words, one sentence (default) or two or three",
         )
 
         source = parser.add_argument_group("what to grade")
@@ -117,10 +134,8 @@ class Command(BaseCommand):
             given = ", ".join("--" + option.replace("_", "-") for option in raw)
             raise CommandError(f"{given}: {RAW_FIELDS_MESSAGE} ({self._endpoint_names()})")
         if options["list_endpoints"]:
-            for endpoint in Endpoint.objects.order_by("name"):
-                style = "Responses" if endpoint.api_style == "responses" else "Chat"
-                kind = f"reasoning {endpoint.reasoning_effort or ''}".strip() if endpoint.reasoning else "sampling"
-                self.stdout.write(f"{endpoint.name}\t{endpoint.model}\t{style}\t{kind}")
+            for line in endpoint_lines():
+                self.stdout.write(line)
             return
         if not (options["name"] or options["resume"] or options["cancel"]):
             raise CommandError("one of --name, --resume, --cancel or --list-endpoints is required")
@@ -138,6 +153,8 @@ class Command(BaseCommand):
                 live = True if options["live"] else False if options["as_batch"] else None
                 queued = run_resume(run=run, retry_failed=options["retry_failed"], live=live)
             except RunSpecError as exc:
+                raise CommandError("\n".join(exc.problems)) from None
+            except QueueUnavailable as exc:
                 raise CommandError(str(exc)) from None
             self.stdout.write(
                 f"Resumed {run.name}: {queued} batch(es) queued." if queued else f"{run.name} is complete."
@@ -188,6 +205,8 @@ class Command(BaseCommand):
             samples=options["samples"],
             length_adjusted=options["length_adjusted"],
             healthbench_professional=options["professional"],
+            grading_mode=options["grading_mode"],
+            explanation_length=options["explanation"],
             batch=options["batch"],
         )
 

@@ -2,7 +2,7 @@ import json
 
 from grading.management.report_command import ReportCommand
 from grading.models import Run
-from grading.reports.report import DEFAULT_SEED, report_csv, run_report
+from grading.reports.report import DEFAULT_SEED, grading_record, report_csv, run_report
 
 
 class Command(ReportCommand):
@@ -17,6 +17,6 @@ class Command(ReportCommand):
     default_seed = DEFAULT_SEED
 
     def render(self, run: Run, fmt: str, seed: int) -> tuple[str, str]:
-        data = run_report(run=run, seed=seed).data
+        data = {**run_report(run=run, seed=seed).data, "grading": grading_record(run)}
         text = json.dumps(data, indent=2) + "\n" if fmt == "json" else report_csv(data)
         return text, f"score report of run {run.name!r}"
