@@ -295,9 +295,14 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
         if request.fallbacks is None:
             return [await ask_grader(grader, request.prompt, limiter=limiter, policy=retry, watch=watch)]
         return await ask_grader_chunk(
-            grader, request.prompt, len(request.keys), request.fallbacks.__getitem__,
-            limiter=limiter, policy=retry, watch=watch,
-        )  # fmt: skip
+            grader,
+            request.prompt,
+            len(request.keys),
+            request.fallbacks.__getitem__,
+            limiter=limiter,
+            policy=retry,
+            watch=watch,
+        )
 
     async def grade_all(emit, stop) -> None:
         limiter = limiter_for_loop()
