@@ -88,7 +88,10 @@ def test_a_run_whose_endpoint_breaks_the_rules_is_not_offered_a_confirm(visit, l
     source = imported_run(name="source", conversations=1, samples=1, n_criteria=2)
     run = run_launch(spec=RunSpec(name="old-key", grader=endpoint_on(llm_server), responses_from=source))
     run_cancel(run=run)
-    run.grader_config.__class__.objects.filter(id=run.grader_config_id).update(api_key_env="OLD_KEY")
+    config = run.grader_config
+    assert config is not None
+    config.api_key_env = "OLD_KEY"
+    config.save(update_fields=["api_key_env"])
     researcher = visit("researcher", WIDTHS[1])
     page = researcher.go(f"/runs/{run.code}/resume/")
     assert "It cannot be resumed yet" in researcher.text()
