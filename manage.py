@@ -1,13 +1,12 @@
 #!/usr/bin/env python
-import os
 import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "healthbench_web.settings")
-    from django.core.management import execute_from_command_line
+    # healthbench_web.cli also stops a command on an unmigrated database with "run migrate first".
+    from healthbench_web.cli import run
 
-    execute_from_command_line(sys.argv)
+    run(sys.argv, program="manage.py")
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def build_source(n_grades: int, samples: int = 4):
             for k in range(samples)
         ]
     )
-    run = Run.objects.create(name="bench-source", status=Run.Status.IMPORTED, samples=samples)
+    run = Run.objects.create(plan=Run.Plan.STORED, name="bench-source", status=Run.Status.IMPORTED, samples=samples)
     by_conversation = {}
     for criterion in criteria:
         by_conversation.setdefault(criterion.conversation_id, []).append(criterion)

@@ -137,7 +137,7 @@ def load_run(n_conversations: int, samples: int, seed: int = 0):
     words = " ".join(WORDS * 400)
     now = db_now()
     with transaction.atomic():
-        run = Run.objects.create(name="bench", status=Run.Status.IMPORTED, samples=samples)
+        run = Run.objects.create(plan=Run.Plan.STORED, name="bench", status=Run.Status.IMPORTED, samples=samples)
         owners = [c for c in sorted(rubric) for _ in range(samples)]
         lengths = rng.integers(200, 4000, size=len(owners)).tolist()
         codes = new_codes(len(owners))

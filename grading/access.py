@@ -19,8 +19,9 @@ def get_run_for_reader(request: HttpRequest, code) -> Run:
     """Researchers and curators read every run's report; physicians never see grader output."""
     require_role(request, *READERS)
     try:
-        # With its grader snapshot: every page and report of a run says how it was graded.
-        return Run.objects.select_related("grader_config").get(code=code)
+        # With its grader snapshot, its plan's version and source run: every page and report of
+        # a run says how it was graded, and what.
+        return Run.objects.select_related("grader_config", "subset_version__subset", "responses_from").get(code=code)
     except (Run.DoesNotExist, ValueError, ValidationError):  # a malformed code is simply not found
         raise Http404("No such run") from None
 

@@ -280,8 +280,20 @@ class Run(models.Model):
         FAILED = "failed"
         IMPORTED = "imported"
 
+    class Plan(models.TextChoices):
+        """What the run set out to grade, fixed when it is stored: its numbers are computed
+        from the plan and its grades only, so no later rubric or subset edit changes them."""
+
+        SUBSET_VERSION = "subset_version", "the rubrics of a frozen subset version"
+        SOURCE_RUN = "source_run", "the items the source run graded"
+        RUBRIC_CHANGES = "rubric_changes", "the criteria added or edited since the source run"
+        # An imported file's items; also a run recorded before runs had plans (migration 0012).
+        STORED = "stored", "its stored grades"
+
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=200, unique=True)
+    # No default: a run stored without a plan breaks the run_has_plan constraint.
+    plan = models.CharField(max_length=16, choices=Plan.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     subset_version = models.ForeignKey(
         SubsetVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
@@ -296,6 +308,9 @@ class Run(models.Model):
     # What is graded: the responses (and criteria) another run graded, or responses
     # sampled from a policy model for the conversations of a subset.
     responses_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="regrades")
+    # For Plan.RUBRIC_CHANGES: {conversation id: [[criterion id, text, points, tags], ...]},
+    # the criteria each of the source run's responses is graded on, frozen at launch.
+    plan_rubric = CleanJSONField(null=True, blank=True)
     subset = models.ForeignKey(Subset, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
     policy_config = models.ForeignKey(
         GraderConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="policy_runs"
@@ -326,6 +341,19 @@ class Run(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(concurrency__gte=1), name="run_concurrency_positive"),
             models.CheckConstraint(condition=Q(length_penalty__gte=0), name="run_length_penalty_not_negative"),
+            # Every run names what it grades, and only what that plan needs.
+            models.CheckConstraint(
+                condition=Q(plan="subset_version", subset_version__isnull=False, responses_from__isnull=True)
+                | Q(plan="source_run", responses_from__isnull=False, subset_version__isnull=True)
+                | Q(
+                    plan="rubric_changes",
+                    responses_from__isnull=False,
+                    subset_version__isnull=True,
+                    plan_rubric__isnull=False,
+                )
+                | Q(plan="stored", responses_from__isnull=True, subset_version__isnull=True),
+                name="run_has_plan",
+            ),
         ]
 
     def __str__(self) -> str:

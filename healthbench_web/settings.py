@@ -27,7 +27,10 @@ from healthbench_web.env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
+# A checkout (or `pip install -e .`) keeps its state beside the code; an installed copy
+# (`pip install .`, whose code sits in site-packages) in the user's data directory.
+_USER_DATA = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "healthbench-studio"
+VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var" if (BASE_DIR / "manage.py").exists() else _USER_DATA)))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("DEBUG", True)

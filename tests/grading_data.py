@@ -62,7 +62,7 @@ def imported_run(
 
     `faults` go into the criteria of every conversation, or of the first `faulty_conversations`."""
     rng = random.Random(seed)
-    run = Run.objects.create(name=name, status=Run.Status.IMPORTED, samples=samples)
+    run = Run.objects.create(plan=Run.Plan.STORED, name=name, status=Run.Status.IMPORTED, samples=samples)
     grades = []
     for index in range(conversations):
         faulty = faulty_conversations is None or index < faulty_conversations

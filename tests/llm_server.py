@@ -56,6 +56,10 @@ one of ``429`` (with Retry-After), ``quota`` (429 ``insufficient_quota``), ``too
 
 The Files and Batch API (``/v1/files``, ``/v1/batches``) is tests.llm_batch_desk, reached as
 ``server.batches``: its batches answer each line by these same rules.
+
+Standalone, for trying the command line against it (README, "Grade your model on
+HealthBench"): ``python -m tests.llm_server [--port N] [--api-key KEY]`` serves on 127.0.0.1
+until interrupted and prints its base URL.
 """
 
 from __future__ import annotations
@@ -195,7 +199,7 @@ class LLMServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.httpd.server_address[1]}/v1"
 
-    def start(self) -> LLMServer:
+    def start(self, port: int = 0) -> LLMServer:
         server = self
 
         class Handler(_Handler):
@@ -204,7 +208,7 @@ class LLMServer:
         class Server(ThreadingHTTPServer):
             address_family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
 
-        self.httpd = Server((self.host, 0), Handler, bind_and_activate=False)
+        self.httpd = Server((self.host, port), Handler, bind_and_activate=False)
         # A burst of 100+ new connections overflows the default listen backlog of 5, and
         # the kernel then delays them by a SYN retry (a second), which would look like latency.
         self.httpd.request_queue_size = 1024
@@ -619,3 +623,24 @@ def make_llm_server():
     yield make
     for server in servers:
         server.stop()
+
+
+def serve(argv: list[str] | None = None) -> None:
+    """Serve until interrupted (python -m tests.llm_server)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="A local OpenAI-compatible test server (tests/llm_server.py).")
+    parser.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any free one)")
+    parser.add_argument("--api-key", help="the only bearer token accepted (default: any)")
+    options = parser.parse_args(argv)
+    server = LLMServer(api_key=options.api_key).start(options.port)
+    print(f"serving {server.url} (Ctrl-C stops it)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    serve()

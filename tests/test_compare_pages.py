@@ -17,7 +17,7 @@ def runs(tmp_path):
     call_command("import_healthbench", path)
     made = {}
     for name, met_first, text in [("a", False, "x" * 100), ("b", True, "y" * 104)]:
-        run = Run.objects.create(name=name, status=Run.Status.IMPORTED)
+        run = Run.objects.create(plan=Run.Plan.STORED, name=name, status=Run.Status.IMPORTED)
         for conversation in Conversation.objects.all():
             response = Response.objects.create(conversation=conversation, text=text)
             for criterion in conversation.criteria.order_by("position"):

@@ -74,7 +74,7 @@ def test_an_expired_form_says_so(world):
 
 def test_a_bad_request_is_styled_and_says_what_was_wrong(world, settings):
     settings.DEBUG = False
-    run = Run.objects.create(name="r")
+    run = Run.objects.create(plan=Run.Plan.STORED, name="r")
     page = client_for(world.researcher).get(reverse("metaeval_report"), {"run": str(run.code), "seed": "-1"})
     assert page.status_code == 400
     text = page.content.decode()

@@ -192,9 +192,14 @@ def test_it_names_an_unknown_run():
 
 
 def test_it_warns_about_grades_a_run_never_made(tmp_path):
-    run = imported_run(conversations=2, samples=1, n_criteria=3)
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
-    Grade.objects.filter(run=run).order_by("id").first().delete()
+    source = imported_run(conversations=2, samples=1, n_criteria=3)
+    # A cancelled re-grade: its plan is the source's six items, of which it made five.
+    run = Run.objects.create(
+        plan=Run.Plan.SOURCE_RUN, name="cancelled", status=Run.Status.CANCELLED, responses_from=source
+    )
+    for grade in Grade.objects.filter(run=source).order_by("id")[1:]:
+        grade.pk, grade.run = None, run
+        grade.save()
     err = StringIO()
     call_command("export_run", run.name, out=tmp_path / "x.json", stderr=err)
     assert "1 grade(s)" in err.getvalue()

@@ -211,7 +211,7 @@ def test_raw_urls_models_and_key_variables_are_refused_with_what_to_do(grade, ll
 
 def test_list_endpoints_names_them(grade, llm_server):
     endpoint_on(llm_server, "pro", model="gpt-5.4", api_style="responses", reasoning=True, reasoning_effort="low")
-    assert "pro\tgpt-5.4\tResponses\treasoning low" in grade("--list-endpoints")
+    assert "pro\tgpt-5.4\tResponses\treasoning, effort low, 2048 output tokens" in grade("--list-endpoints")
 
 
 @pytest.mark.parametrize(

@@ -384,7 +384,7 @@ def test_a_sampled_run_stores_k_responses_per_conversation_and_grades_them(serve
 
 def test_a_consensus_subset_is_graded_on_its_cluster_criteria_only(server):
     conversation = conversation_with_rubric(0, n_criteria=4)
-    conversation.criteria.filter(position=2).update(level="cluster")
+    conversation.criteria.filter(position=2).update(level="cluster", tags=["level:cluster", "cluster:test"])
     subset = subset_of("consensus", [conversation], kind=Subset.Kind.CONSENSUS)
     run = run_launch(spec=sampled_spec(server, subset, samples=1))
     grade_all(run)
@@ -458,7 +458,7 @@ def test_a_bad_spec_is_refused_with_the_problem(server, changes, problem):
 
 
 def test_an_empty_source_is_refused(server):
-    empty = Run.objects.create(name="empty", status=Run.Status.IMPORTED)
+    empty = Run.objects.create(plan=Run.Plan.STORED, name="empty", status=Run.Status.IMPORTED)
     Conversation.objects.create(prompt_id="lonely", messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(RunSpecError, match="nothing to grade"):
         run_launch(spec=spec(server, empty))

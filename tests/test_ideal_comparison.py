@@ -34,7 +34,7 @@ def test_the_page_matches_graded_responses_to_ideals_and_references(client):
         reference_responses=["Ref one.", "Ref two."],
         from_dataset=True,
     )
-    run = Run.objects.create(name="physician-completions", status=Run.Status.IMPORTED)
+    run = Run.objects.create(plan=Run.Plan.STORED, name="physician-completions", status=Run.Status.IMPORTED)
     for text, met in [("Ideal answer.", True), ("Ref one.", False), ("Ref two.", True), ("Unrelated.", True)]:
         response = Response.objects.create(conversation=conversation, text=text)
         Grade.objects.create(

@@ -48,7 +48,7 @@ def test_it_never_shows_other_labels_or_the_grader_decision(world, labeler):
         met=True,
         comment="OTHER-PHYSICIAN-NOTE",
     )
-    run = Run.objects.create(name="run-1")
+    run = Run.objects.create(plan=Run.Plan.STORED, name="run-1")
     Grade.objects.create(
         run=run,
         response=world.responses[0],

@@ -76,7 +76,7 @@ def test_curator_and_researcher_pages_render_markdown_safely(hostile):
     curator = client_for(hostile.curator)
     _safe(curator.get(reverse("conversation_detail", args=[hostile.a.code])).content.decode())
     _safe(curator.get(reverse("consensus_tally", args=[hostile.a.code])).content.decode())
-    run = Run.objects.create(name="xss-run", status=Run.Status.DONE)
+    run = Run.objects.create(plan=Run.Plan.STORED, name="xss-run", status=Run.Status.DONE)
     response = hostile.responses[0]
     Grade.objects.create(
         run=run,

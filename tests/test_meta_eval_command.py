@@ -143,7 +143,7 @@ def test_a_removed_physicians_labels_are_left_out():
 def test_failed_grades_count_as_no_grader_label():
     rows = random_rows(n_items=12, seed=9)
     meta_eval_import(lines=lines(*rows))
-    run = Run.objects.create(name="live-run", status=Run.Status.DONE)
+    run = Run.objects.create(plan=Run.Plan.STORED, name="live-run", status=Run.Status.DONE)
     verdicts: list = []
     for i, row in enumerate(rows):
         response = Response.objects.get(completion_id=row["completion_id"])
@@ -276,7 +276,7 @@ def test_the_same_seed_gives_the_same_intervals():
 
 
 def test_a_run_without_labelled_items_gives_an_empty_report():
-    Run.objects.create(name="empty")
+    Run.objects.create(plan=Run.Plan.STORED, name="empty")
     document = meta_eval_json("empty")
     assert document["coverage"]["items"] == 0
     assert document["model"] == document["physicians"] == document["intervals"] == {}

@@ -94,7 +94,7 @@ def test_researchers_and_curators_read_every_page(client, request, role):
 
 def test_the_run_list_shows_only_runs_that_graded_labelled_items(client, researcher):
     run = make_run()
-    Run.objects.create(name="unrelated-run")
+    Run.objects.create(plan=Run.Plan.STORED, name="unrelated-run")
     client.force_login(researcher)
     page = client.get(reverse("metaeval_runs")).content.decode()
     assert run.name in page
@@ -136,7 +136,7 @@ def test_comparing_with_nothing_ticked_stays_on_the_list_with_a_message(client, 
 
 
 def test_too_many_runs_at_once_goes_back_to_the_list_with_a_message(client, researcher):
-    runs = [Run.objects.create(name=f"r{i}") for i in range(7)]
+    runs = [Run.objects.create(plan=Run.Plan.STORED, name=f"r{i}") for i in range(7)]
     client.force_login(researcher)
     url = reverse("metaeval_report") + "?" + "&".join(f"run={r.code}" for r in runs)
     response = client.get(url, follow=True)

@@ -64,14 +64,14 @@ def test_a_physician_needs_a_login_or_an_anonymized_id():
 
 
 def test_a_failed_grade_has_no_met_value(conversation):
-    run = Run.objects.create(name="r")
+    run = Run.objects.create(plan=Run.Plan.STORED, name="r")
     response = Response.objects.create(conversation=conversation, text="Hi")
     _fails(model=Grade, run=run, response=response, criterion_text="x", points=3, status="failed", met=False)
 
 
 def test_one_grade_per_run_response_and_criterion(conversation):
     criterion = Criterion.objects.create(conversation=conversation, text="x", points=3)
-    run = Run.objects.create(name="r")
+    run = Run.objects.create(plan=Run.Plan.STORED, name="r")
     response = Response.objects.create(conversation=conversation, text="Hi")
     Grade.objects.create(run=run, response=response, criterion=criterion, criterion_text="x", points=3, met=True)
     _fails(

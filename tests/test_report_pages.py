@@ -71,7 +71,7 @@ def test_researchers_and_curators_read_every_page(client, run, role):
 
 
 def test_an_unknown_run_or_a_response_outside_the_run_is_not_found(researcher, run, tmp_path):
-    other = Run.objects.create(name="other")
+    other = Run.objects.create(plan=Run.Plan.STORED, name="other")
     response = Response.objects.first()
     assert researcher.get(reverse("report_detail", args=["00000000-0000-4000-8000-000000000000"])).status_code == 404
     assert researcher.get(reverse("report_transcript", args=[other.code, response.code])).status_code == 404
@@ -199,11 +199,12 @@ def test_the_report_is_computed_once_until_the_run_moves_on(researcher, run, mon
 
 def test_query_counts_stay_fixed(researcher, run, django_assert_max_num_queries):
     url = reverse("report_detail", args=[run.code])
-    # Session, user, role, run, grades, responses, conversations, the page's rows.
-    with django_assert_max_num_queries(8):
+    # Session, user, role, run, grades, responses, conversations, the page's rows, and the
+    # live rubric against the run's (its fingerprint, the run's items, the live criteria).
+    with django_assert_max_num_queries(11):
         researcher.get(url)
-    # From the cache: session, user, role, run, the page's rows.
-    with django_assert_max_num_queries(5):
+    # From the cache: session, user, role, run, the rubric's fingerprint, the page's rows.
+    with django_assert_max_num_queries(6):
         researcher.get(url, {"page": 2})
     with django_assert_max_num_queries(5):
         researcher.get(reverse("report_list"))

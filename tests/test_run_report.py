@@ -16,6 +16,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Conversation, Criterion, Subset, SubsetVersion
+from annotation.services.subset_versions import subset_version_freeze
 from grading.models import Grade, Response, Run
 from grading.reports import scoring
 from grading.reports.report import run_report
@@ -239,8 +240,12 @@ def test_failed_grades_leave_their_examples_out_and_are_counted(db, tmp_path):
 
 
 def graded_run(name: str, conversation: Conversation, grades_per_response: list[list[bool | None]], **fields) -> Run:
-    """A run that graded the conversation's criteria in order; a list shorter than the rubric leaves grades missing."""
-    run = Run.objects.create(name=name, status=Run.Status.DONE, **fields)
+    """A run on the frozen 'all' subset that graded the conversation's criteria in order; a list
+    shorter than the rubric leaves grades missing."""
+    version = subset_version_freeze(subset=Subset.objects.get(name="all"))[0]
+    run = Run.objects.create(
+        plan=Run.Plan.SUBSET_VERSION, name=name, status=Run.Status.DONE, subset_version=version, **fields
+    )
     criteria = list(conversation.criteria.order_by("position"))
     for k, mets in enumerate(grades_per_response):
         response = Response.objects.create(conversation=conversation, text=f"Sample {k}.", sample_index=k)
@@ -279,7 +284,9 @@ def test_a_consensus_run_expects_only_the_cluster_criteria_of_its_subset_version
     rubric = [{"criterion": c.text, "points": c.points, "tags": c.tags} for c in conversation.criteria.all()]
     snapshot = [{"prompt_id": "p-c", "rubrics": rubric}]
     version = SubsetVersion.objects.create(subset=subset, number=1, content_hash="0" * 64, snapshot=snapshot)
-    run = Run.objects.create(name="consensus-run", status=Run.Status.DONE, subset_version=version)
+    run = Run.objects.create(
+        plan=Run.Plan.SUBSET_VERSION, name="consensus-run", status=Run.Status.DONE, subset_version=version
+    )
     cluster = list(Criterion.objects.filter(level=Criterion.Level.CLUSTER).order_by("position"))
     for k, graded_criteria in enumerate([cluster, cluster[:1]]):
         response = Response.objects.create(conversation=conversation, text="Call 911.", sample_index=k)
@@ -301,29 +308,6 @@ def test_a_consensus_run_expects_only_the_cluster_criteria_of_its_subset_version
     assert "level:example" not in report["metrics"]
 
 
-def test_a_consensus_subset_run_expects_only_the_cluster_criteria_of_the_rubric(db, tmp_path):
-    import_dataset(tmp_path, rows.consensus_row("p-c"))
-    conversation = Conversation.objects.get()
-    subset = Subset.objects.create(name="consensus", kind=Subset.Kind.CONSENSUS)
-    run = Run.objects.create(name="consensus-live", status=Run.Status.DONE, subset=subset)
-    response = Response.objects.create(conversation=conversation, text="Call 911.")
-    for c in Criterion.objects.filter(level=Criterion.Level.CLUSTER):
-        Grade.objects.create(
-            run=run,
-            response=response,
-            criterion=c,
-            position=c.position,
-            criterion_text=c.text,
-            points=c.points,
-            tags=c.tags,
-            met=False,
-        )
-    report = run_report(run=run).data
-    assert report["counts"]["missing"] == 0
-    assert report["counts"]["examples_scored"] == 1
-    assert report["score"] == 0.0
-
-
 def test_a_regrade_expects_the_grades_of_the_run_it_regrades(db, tmp_path):
     data = rows.row("p-1")
     import_dataset(tmp_path, data)
@@ -331,7 +315,9 @@ def test_a_regrade_expects_the_grades_of_the_run_it_regrades(db, tmp_path):
     two_items = {**complete, "rubric_items": complete["rubric_items"][:2]}
     import_run(write_results(tmp_path / "r.json", [complete, two_items]), name="source")
     source = Run.objects.get(name="source")
-    regrade = Run.objects.create(name="regrade", status=Run.Status.DONE, responses_from=source)
+    regrade = Run.objects.create(
+        plan=Run.Plan.SOURCE_RUN, name="regrade", status=Run.Status.DONE, responses_from=source
+    )
     # The regrade re-does the first two grades of every response: the second response is complete.
     for grade in Grade.objects.filter(run=source, position__lt=2):
         grade.pk, grade.run, grade.met = None, regrade, not grade.met
@@ -350,7 +336,7 @@ def test_reused_grades_are_counted(db, tmp_path):
 
 
 def test_a_run_without_grades_has_no_score(db):
-    Run.objects.create(name="empty")
+    Run.objects.create(plan=Run.Plan.STORED, name="empty")
     report = report_json("empty")
     assert report["score"] is None
     assert report["metrics"] == {}

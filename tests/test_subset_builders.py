@@ -75,7 +75,9 @@ def _graded_run(name: str, scores: dict[str, list[bool]]) -> None:
     """A run whose responses meet the first criterion of each conversation as given."""
     from grading.models import Grade, Response, Run
 
-    run = Run.objects.create(name=name, status=Run.Status.IMPORTED)  # its grade rows are the whole rubric
+    run = Run.objects.create(
+        plan=Run.Plan.STORED, name=name, status=Run.Status.IMPORTED
+    )  # its grade rows are the whole rubric
     for prompt_id, samples in scores.items():
         conversation = Conversation.objects.get(prompt_id=prompt_id)
         criterion = conversation.criteria.filter(points__gt=0).order_by("position").first()

@@ -165,7 +165,13 @@ def grader_labels_import(
             return GraderLabelsSummary(run=run, rows=len(rows), grades_created=0)
         now = timezone.now()
         run = Run.objects.create(
-            name=run_name, status=Run.Status.IMPORTED, source_file=source_file[:500], started=now, finished=now
+            name=run_name,
+            status=Run.Status.IMPORTED,
+            plan=Run.Plan.STORED,  # the file's items
+            total_items=len(rows),
+            source_file=source_file[:500],
+            started=now,
+            finished=now,
         )
         insert_rows(Grade, Grade.INSERT_COLUMNS, _grade_rows(run.id, rows, items, db_now()))
     return GraderLabelsSummary(run=run, rows=len(rows), grades_created=len(rows))

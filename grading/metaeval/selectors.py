@@ -210,7 +210,7 @@ def item_details(*, run: Run, items: list[tuple[int, int]]) -> list[ItemDetail]:
     grades = {
         (g["response_id"], g["criterion_id"]): g
         for g in Grade.objects.filter(run=run, response_id__in=response_ids, criterion_id__in=criterion_ids).values(
-            "response_id", "criterion_id", "status", "met", "explanation"
+            "response_id", "criterion_id", "status", "met", "explanation", "criterion_text"
         )
     }
     out = []
@@ -224,7 +224,8 @@ def item_details(*, run: Run, items: list[tuple[int, int]]) -> list[ItemDetail]:
                 messages=cast(list[dict[str, str]], response["conversation__messages"]),
                 response=response["text"],
                 category=criterion["consensus_criterion__cluster"],
-                criterion=criterion["text"],
+                # The criterion as the run graded it (its plan), not as it reads now.
+                criterion=str(grade.get("criterion_text") or criterion["text"]),
                 grade_status=str(grade["status"] or ""),
                 grade_met=cast(bool | None, grade["met"]),
                 explanation=str(grade["explanation"] or ""),

@@ -46,7 +46,7 @@ from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from annotation.models import Conversation, Criterion
+from annotation.models import Conversation
 from grading.models import Grade, Response, Run, RunBatch
 from grading.pipeline import client as llm
 from grading.pipeline import engine
@@ -80,6 +80,7 @@ from grading.pipeline.sampling import (
     samples_store,
 )
 from grading.pipeline.slots import slots_for_run
+from grading.plans import changes_rubrics, version_rubrics
 from healthbench_web.celery import app as celery_app
 from healthbench_web.redact import endpoint_keys, redact
 
@@ -162,7 +163,9 @@ def batch_claim(*, batch_id: int) -> Claim | None:
         status=RunBatch.Status.RUNNING, claims=F("claims") + 1, lease_until=now + lease(), touched=now
     ):
         return None
-    batch = RunBatch.objects.select_related("run__grader_config", "run__policy_config", "run__subset").get(id=batch_id)
+    batch = RunBatch.objects.select_related(
+        "run__grader_config", "run__policy_config", "run__subset", "run__subset_version__subset"
+    ).get(id=batch_id)
     return Claim(batch=batch, token=batch.claims)
 
 
@@ -250,6 +253,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
             "response_id", "position"
         )
     )
+    whole = items
     items = [i for i in items if (i.response_id, i.position) not in have]
     if not items:
         return Outcome.DONE, failed_samples, ""
@@ -273,10 +277,16 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
             return Outcome.STOPPED, failed_samples, ""
 
     if run.batch and not batch.live:
-        # Per-criterion requests only (spec_check refuses a batched per-response run).
-        prompts = {key: request.prompt for key, request in requests.items()}
-        groups = {key: [chunk[0] for chunk in request.items] for key, request in requests.items()}
-        outcome, reason = _through_provider_batches(claim, run, grader, prompts, groups, retry)
+        # Requests cut from all the batch's items, not only the missing ones, so that a chunk
+        # partly stored (its fallbacks still at the provider) keeps its key across claims.
+        missing = {(i.response_id, i.position) for i in items}
+        everything = _chunk_requests(run, grader, whole) if per_response else _requests(run, grader, whole)
+        pending = {
+            key: request
+            for key, request in everything.items()
+            if any((i.response_id, i.position) in missing for chunk in request.items for i in chunk)
+        }
+        outcome, reason = _through_provider_batches(claim, run, grader, pending, run_mode, retry)
         return outcome, failed_samples, reason
 
     def rows_of(results: list[tuple[str, list[GradeOutcome]]]) -> list[Grade]:
@@ -295,9 +305,14 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
         if request.fallbacks is None:
             return [await ask_grader(grader, request.prompt, limiter=limiter, policy=retry, watch=watch)]
         return await ask_grader_chunk(
-            grader, request.prompt, len(request.keys), request.fallbacks.__getitem__,
-            limiter=limiter, policy=retry, watch=watch,
-        )  # fmt: skip
+            grader,
+            request.prompt,
+            len(request.keys),
+            request.fallbacks.__getitem__,
+            limiter=limiter,
+            policy=retry,
+            watch=watch,
+        )
 
     async def grade_all(emit, stop) -> None:
         limiter = limiter_for_loop()
@@ -321,24 +336,34 @@ def _through_provider_batches(
     claim: Claim,
     run: Run,
     grader: CallTarget,
-    prompts: dict[str, str],
-    groups: dict[str, list[Item]],
+    requests: dict[str, _Request],
+    run_mode: str,
     retry: RetryPolicy,
 ) -> tuple[Outcome, str]:
-    """A batched run's step (grading.pipeline.provider_batches): the requests without a grade
-    go to the provider's Batch API, and come back as grades of the same rows as live ones."""
+    """A batched run's step (grading.pipeline.provider_batches): the requests without their
+    grades go to the provider's Batch API, and come back as grades of the same rows as live
+    ones (a chunk's fallbacks as per-criterion grades)."""
 
-    def rows_for(key: str) -> Callable[[GradeOutcome], list[Grade]]:
-        # Items with the same request share its line, as they share a live call.
-        return lambda outcome: [
-            _grade_row(run.id, item, key, outcome, reused=n > 0, mode=PER_CRITERION)
-            for n, item in enumerate(groups[key])
+    def rows_for(request: _Request) -> Callable[[dict[int, GradeOutcome]], list[Grade]]:
+        # Items with the same request (rare: a response repeated) share its line, as they
+        # share a live call.
+        return lambda outcomes: [
+            _grade_row(
+                run.id,
+                chunk[i],
+                request.keys[i],
+                outcome,
+                reused=n > 0,
+                mode=PER_CRITERION if outcome.fallback else run_mode,
+            )
+            for n, chunk in enumerate(request.items)
+            for i, outcome in outcomes.items()
         ]
 
-    requests = {key: Request(prompts[key], rows_for(key)) for key in groups}
+    lines = {key: Request(r.prompt, rows_for(r), fallbacks=r.fallbacks) for key, r in requests.items()}
     try:
         state = provider_batches_work(
-            claim=claim, run=run, target=grader, requests=requests, format_attempts=retry.format_attempts
+            claim=claim, run=run, target=grader, requests=lines, format_attempts=retry.format_attempts
         )
     except BatchFatal as exc:
         return Outcome.FAILED, f"grader endpoint {grader.name}: {exc}"
@@ -378,7 +403,16 @@ def _sample(
 
 
 def _items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
-    """The criteria the source run graded each response on, as it graded them."""
+    """The criteria the source run graded each response on, as it graded them; for a run of
+    rubric changes, the criteria its plan froze for each response's conversation."""
+    if run.plan == Run.Plan.RUBRIC_CHANGES:
+        conversation_of = dict(Response.objects.filter(id__in=response_ids).values_list("id", "conversation_id"))
+        rubric = changes_rubrics(run, set(conversation_of.values()))
+        return [
+            Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
+            for response_id in sorted(conversation_of)
+            for position, p in enumerate(rubric.get(conversation_of[response_id], []))
+        ]
     rows = (
         Grade.objects.filter(run=run.responses_from, response_id__in=response_ids)
         .order_by("response_id", "position")
@@ -388,21 +422,15 @@ def _items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
 
 
 def _items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
-    """Each sample on its conversation's rubric (only the cluster criteria for Consensus)."""
-    criteria = Criterion.objects.filter(conversation_id__in=conversation_ids)
-    if run.subset is not None and run.subset.only_cluster_criteria:
-        criteria = criteria.filter(level=Criterion.Level.CLUSTER)
-    rubric: dict[int, list[tuple]] = {}
-    for conversation_id, *criterion in criteria.order_by("conversation_id", "position", "id").values_list(
-        "conversation_id", "id", "text", "points", "tags"
-    ):
-        rubric.setdefault(conversation_id, []).append(tuple(criterion))
+    """Each sample on its conversation's rubric in the run's frozen version (only the cluster
+    criteria for Consensus): a rubric edit after the launch changes nothing the run grades."""
+    rubric = version_rubrics(run, conversation_ids)
     return [
-        Item(response_id, criterion_id, position, text, points, tags)
+        Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
         for response_id, conversation_id in samples_of(run, conversation_ids)
         .order_by("id")
         .values_list("id", "conversation_id")
-        for position, (criterion_id, text, points, tags) in enumerate(rubric.get(conversation_id, []))
+        for position, p in enumerate(rubric.get(conversation_id, []))
     ]
 
 

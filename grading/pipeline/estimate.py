@@ -35,6 +35,7 @@ from grading.pipeline.response_prompt import (
     chunk_bounds,
     line_overhead,
 )
+from grading.plans import rubric_drift
 
 # Assumptions of the estimate, printed with it.
 ANSWER_TOKENS = 80  # a grader's JSON answer: a sentence or two and a boolean
@@ -65,6 +66,9 @@ class RunSpec:
     subset: Subset | None = None
     policy: Endpoint | None = None
     samples: int = 1
+    # With responses_from: grade its responses only on the criteria added or edited since it
+    # was graded (grading.plans.rubric_drift), as they are now.
+    rubric_changes: bool = False
     # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
     length_adjusted: bool = False
     healthbench_professional: bool = False
@@ -117,13 +121,13 @@ def spec_check(spec: RunSpec) -> None:
         problems.append(f"explanation length {spec.explanation_length!r} is not one of {', '.join(EXPLANATIONS)}")
     elif spec.explanation_length and spec.grading_mode != PER_RESPONSE:
         problems.append("the explanation length is a setting of the per-response mode")
-    if spec.batch and spec.grading_mode == PER_RESPONSE:
-        problems.append("the provider's Batch API takes per-criterion runs only, for now: grade per response live")
     if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
         problems.append(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
     sampled = spec.policy is not None or spec.subset is not None
     if (spec.responses_from is not None) == sampled:
         problems.append("grade either the responses of an existing run, or a policy model's samples on a subset")
+    if spec.rubric_changes and spec.responses_from is None:
+        problems.append("grading the rubric changes needs the run they changed since (responses_from)")
     if sampled:
         if spec.policy is None:
             problems.append("sampling needs a policy endpoint")
@@ -155,6 +159,8 @@ class Plan:
     # Prompt characters a provider's prompt cache is expected to serve: every call about a
     # response after its first repeats the prefix (instructions, conversation, response).
     cacheable_chars: int = 0
+    # A run of rubric changes: the criteria it grades per conversation (Run.plan_rubric).
+    rubric: dict[str, list[list]] | None = None
     grading_mode: str = PER_CRITERION
     calls: int = 0  # grader calls (per response: chunks of at most CRITERIA_PER_CALL criteria)
 
@@ -193,6 +199,8 @@ class _Prompts:
 def run_plan(spec: RunSpec) -> Plan:
     """The work of a checked spec, from three aggregate queries at most."""
     prompts = _Prompts(spec)
+    if spec.responses_from is not None and spec.rubric_changes:
+        return _changes_plan(spec, prompts)
     if spec.responses_from is not None:
         # Each response is graded on the criteria the source run graded it on.
         per_response = (
@@ -241,6 +249,34 @@ def responses_plan(spec: RunSpec, responses: Iterable[tuple[int, int, int, int]]
     for response_id, n, conversation_chars, item_chars in responses:
         calls, chars, cacheable = prompts.of(n, conversation_chars, item_chars)
         plan.units.append((response_id, n, chars))
+        plan.calls += calls
+        plan.cacheable_chars += cacheable
+    return plan
+
+
+def _changes_plan(spec: RunSpec, prompts: _Prompts) -> Plan:
+    """Each response of the source run on its conversation's criteria added or edited since."""
+    source = spec.responses_from
+    if source is None:
+        raise RunSpecError(["grading the rubric changes needs the run they changed since (responses_from)"])
+    changes = rubric_drift(source).changes
+    plan = Plan(
+        by_conversation=False,
+        grading_mode=spec.grading_mode,
+        rubric={str(c): items for c, items in sorted(changes.items())},
+    )
+    responses = (
+        Response.objects.filter(
+            id__in=Grade.objects.filter(run=source).values("response_id"), conversation_id__in=list(changes)
+        )
+        .annotate(chars=Length("conversation__messages") + Length("text"))
+        .values_list("id", "conversation_id", "chars")
+        .order_by("id")
+    )
+    for response_id, conversation_id, conversation_chars in responses:
+        items = changes[conversation_id]
+        calls, chars, cacheable = prompts.of(len(items), conversation_chars, sum(len(item[1]) for item in items))
+        plan.units.append((response_id, len(items), chars))
         plan.calls += calls
         plan.cacheable_chars += cacheable
     return plan

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 
@@ -21,8 +23,10 @@ from django.db.models import Case, Count, Exists, F, OuterRef, Q, Value, When
 from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
+from annotation.models import Conversation, Subset, SubsetVersion
 from annotation.services.subset_versions import subset_version_freeze
-from grading.models import Endpoint, Grade, GraderConfig, ProviderBatch, Run, RunBatch, SampleFailure
+from grading.endpoint_rules import endpoint_problems
+from grading.models import Endpoint, Grade, GraderConfig, ProviderBatch, Response, Run, RunBatch, SampleFailure
 from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
 from grading.pipeline.response_prompt import (
@@ -33,6 +37,7 @@ from grading.pipeline.response_prompt import (
     RESPONSE_TEMPLATE,
     RESPONSE_TEMPLATE_HASH,
 )
+from grading.plans import CLUSTER_TAG, PlanItem, version_rubrics
 from healthbench_web.celery import app as celery_app
 from healthbench_web.celery import broker_ping
 from healthbench_web.redact import endpoint_keys, redact
@@ -216,6 +221,25 @@ def _batch(run: Run, number: int, ids: list[int], items: int, by_conversation: b
     )
 
 
+def _plan_kind(spec: RunSpec) -> str:
+    if spec.responses_from is None:
+        return Run.Plan.SUBSET_VERSION
+    return Run.Plan.RUBRIC_CHANGES if spec.rubric_changes else Run.Plan.SOURCE_RUN
+
+
+def _on_version(plan: Plan, version: SubsetVersion, spec: RunSpec) -> Plan:
+    """The plan's grades counted on the frozen version, which the batches grade: the estimate
+    counted the live rubric a moment before the freeze."""
+    prompt_of = dict(Conversation.objects.filter(id__in=[u[0] for u in plan.units]).values_list("id", "prompt_id"))
+    cluster = version.subset.only_cluster_criteria
+    counts = {
+        entry["prompt_id"]: sum(not cluster or CLUSTER_TAG in item["tags"] for item in entry["rubrics"])
+        for entry in version.snapshot
+    }
+    units = [(cid, counts.get(prompt_of[cid], 0) * spec.samples, chars) for cid, _, chars in plan.units]
+    return replace(plan, units=[u for u in units if u[1]])
+
+
 def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
     """Create the run and its batches and queue them; raises RunSpecError, or QueueUnavailable
     (before anything is stored) when the broker is down."""
@@ -224,12 +248,20 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
         raise RunSpecError(["choose a grader endpoint"])
     plan = plan or run_plan(spec)
     if plan.grades == 0:
+        if spec.rubric_changes:
+            raise RunSpecError(["nothing to grade: no criterion was added or edited since that run"])
         raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
     queue_check()
     try:
         with transaction.atomic():
+            # Every run names the exact members and rubrics it grades (its plan).
+            version = subset_version_freeze(subset=spec.subset)[0] if spec.subset else None
+            if version is not None:
+                plan = _on_version(plan, version, spec)
             run = Run.objects.create(
                 name=spec.name,
+                plan=_plan_kind(spec),
+                plan_rubric=plan.rubric,
                 status=Run.Status.RUNNING,
                 grader_config=endpoint_snapshot(
                     endpoint=spec.grader,
@@ -246,8 +278,7 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 batch=spec.batch,
                 responses_from=spec.responses_from,
                 subset=spec.subset,
-                # Every run names the exact members and rubrics it graded.
-                subset_version=subset_version_freeze(subset=spec.subset)[0] if spec.subset else None,
+                subset_version=version,
                 concurrency=run_concurrency(spec),
                 total_items=plan.grades,
                 started=timezone.now(),
@@ -271,6 +302,66 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
         },
     )
     return run
+
+
+Verdict = Callable[[Response, int, PlanItem], tuple[bool, str, str]]
+
+
+def run_record(
+    *, name: str, subset: Subset, responses: list[Response], verdict: Verdict, policy_model: str = "", samples: int = 1
+) -> tuple[Run, int]:
+    """Store a finished run whose grades were decided without calling a grader (the demo's),
+    on the same plan as a launched run: `subset` frozen now, each response graded on its
+    conversation's rubric in that version. `verdict(response, position, item)` gives (met,
+    explanation, raw output). A run of that name is planned and graded again, in place.
+    Returns the run and its number of grades."""
+    now = timezone.now()
+    with transaction.atomic():
+        version = subset_version_freeze(subset=subset)[0]
+        fields = {
+            "status": Run.Status.DONE,
+            "plan": Run.Plan.SUBSET_VERSION,
+            "subset": subset,
+            "subset_version": version,
+            "responses_from": None,
+            "plan_rubric": None,
+            "policy_model": policy_model,
+            "samples": samples,
+            "finished": now,
+        }
+        run, created = Run.objects.select_for_update().get_or_create(name=name, defaults=fields | {"started": now})
+        if not created:
+            Grade.objects.filter(run=run).delete()
+            for key, value in fields.items():
+                setattr(run, key, value)
+        rubric = version_rubrics(run, sorted({r.conversation_id for r in responses}))
+        grades = []
+        for response in responses:
+            for position, item in enumerate(rubric.get(response.conversation_id, [])):
+                met, explanation, raw_output = verdict(response, position, item)
+                grades.append(
+                    Grade(
+                        run=run,
+                        response=response,
+                        criterion_id=item.criterion_id,
+                        position=position,
+                        criterion_text=item.text,
+                        points=item.points,
+                        tags=item.tags,
+                        status=Grade.Status.GRADED,
+                        met=met,
+                        explanation=explanation,
+                        raw_output=raw_output,
+                        attempts=1,
+                    )
+                )
+        Grade.objects.bulk_create(grades)
+        run.total_items = len(grades)
+        run.save()
+        # New grades: a cached report of an earlier recording must not be shown.
+        Run.objects.filter(id=run.id).update(report_version=_next_version())
+    run.refresh_from_db()
+    return run, len(grades)
 
 
 def run_cancel(*, run: Run) -> bool:
@@ -429,6 +520,23 @@ def _grades_per_batch(run: Run) -> dict[int, int]:
     return per_batch
 
 
+def resume_check(*, run: Run) -> None:
+    """A resume is checked as a launch is: the key variables and base URLs the run's endpoint
+    snapshots name must pass the operator's rules now, or nothing is queued (the worker would
+    refuse every batch). Raises RunSpecError naming each problem."""
+    problems = []
+    for role, config in (("grader", run.grader_config), ("policy", run.policy_config)):
+        if config is None:
+            continue
+        name = config.endpoint_name or config.model
+        problems += [
+            f"{role} endpoint {name}: {problem}"
+            for problem in endpoint_problems(base_url=config.base_url, key_variable=config.api_key_env, resolve=False)
+        ]
+    if problems:
+        raise RunSpecError([*problems, "nothing was queued: a curator fixes the endpoint, then resume again"])
+
+
 def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None) -> int:
     """Queue again only the batches that miss grades, and are not being worked on now.
 
@@ -438,6 +546,10 @@ def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None
     Returns the number of batches queued; 0 means the run is complete (it is then marked done)."""
     if run.grader_config_id is None:
         raise RunSpecError([f"run {run.name!r} was imported, not graded here: nothing to resume"])
+    if run.plan == Run.Plan.STORED:
+        raise RunSpecError([f"run {run.name!r} has no plan beyond its stored grades: nothing to resume"])
+    resume_check(run=run)
+    queue_check()
     now = timezone.now()
     with transaction.atomic():
         if retry_failed:

@@ -57,6 +57,10 @@ class RunForm(forms.Form):
     policy = forms.ModelChoiceField(
         Endpoint.objects.order_by("name"), to_field_name="name", required=False, label="Policy endpoint"
     )
+    rubric_changes = forms.BooleanField(
+        required=False, label="Only the criteria added or edited since that run",
+        help_text="Grades its responses on the live rubric's changes alone (its report names them)",
+    )  # fmt: skip
     samples = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Samples per conversation")
 
     grader = forms.ModelChoiceField(
@@ -111,13 +115,17 @@ class RunForm(forms.Form):
     )
 
     GROUPS = [
-        ("What to grade", ["name", "source", "responses_from", "subset", "policy", "samples"]),
+        ("What to grade", ["name", "source", "responses_from", "rubric_changes", "subset", "policy", "samples"]),
         ("Grader", ["grader", "grader_template", "stored_template", "grading_mode", "explanation_length"]),
         ("Run", ["concurrency", "use_cache", "batch", "length_adjusted", "healthbench_professional"]),
     ]
 
     # Fields that apply to one source only: the page hides the others while that source is chosen.
-    SOURCE_ONLY = {"responses_from": "responses", **dict.fromkeys(["subset", "policy", "samples"], "sample")}
+    SOURCE_ONLY = {
+        "responses_from": "responses",
+        "rubric_changes": "responses",
+        **dict.fromkeys(["subset", "policy", "samples"], "sample"),
+    }
 
     def groups(self) -> list[tuple[str, list[tuple[forms.BoundField, str]]]]:
         """Per fieldset, each field with the source it belongs to ('' for all)."""
@@ -196,6 +204,7 @@ class RunForm(forms.Form):
             length_adjusted=data["length_adjusted"],
             healthbench_professional=data["healthbench_professional"],
             responses_from=None if sampled else data["responses_from"],
+            rubric_changes=not sampled and data.get("rubric_changes", False),
             subset=data["subset"] if sampled else None,
             policy=data["policy"] if sampled else None,
             samples=data["samples"],
@@ -223,7 +232,11 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
     """GET: the form. POST "estimate" (htmx: just the fragment): the estimate, and a launch
     button under it. POST "launch": launch and go to the run page."""
     require_role(request, *READERS)
-    form = RunForm(request.POST or None)
+    # A link may fill the form in (a report's "grade the difference"): nothing runs before a POST.
+    initial: dict[str, object] = {k: request.GET[k] for k in ("name", "source", "responses_from") if k in request.GET}
+    if request.GET.get("rubric_changes"):
+        initial["rubric_changes"] = True
+    form = RunForm(request.POST or None, initial=initial)
     context: dict[str, object] = {"form": form, "estimate": None, "endpoints": Endpoint.objects.exists()}
     if request.method == "POST" and raw_endpoint_fields(request.POST):
         form.is_valid()  # shows the refusal, and whatever else is wrong, beside the form

@@ -44,7 +44,13 @@ def run_comparison(*, run_a: Run, run_b: Run, seed: int | None = 0) -> dict:
         length_b=length_b,
         score_b=metrics_b.get(scoring.OVERALL, np.array([])),
     )
-    prompts = shared_prompts(conversation_a, conversation_b)
+    # One count of shared prompts for the whole page: the prompts both runs scored, which the
+    # paired differences are over (a response left out of a run's score pairs with nothing).
+    scored_a = ~np.isnan(metrics_a.get(scoring.OVERALL, np.full(conversation_a.size, np.nan)))
+    scored_b = ~np.isnan(metrics_b.get(scoring.OVERALL, np.full(conversation_b.size, np.nan)))
+    prompts = shared_prompts(conversation_a[scored_a], conversation_b[scored_b])
+    prompts["responses_unscored_a"] = int((~scored_a).sum())
+    prompts["responses_unscored_b"] = int((~scored_b).sum())
     return {
         "a": run_a.name,
         "b": run_b.name,

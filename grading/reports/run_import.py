@@ -151,6 +151,9 @@ def _store(
     run = Run.objects.create(
         name=name,
         status=Run.Status.IMPORTED,
+        # The file's items are the run's plan: its grade rows.
+        plan=Run.Plan.STORED,
+        total_items=sum(len(e.items) for e in examples),
         source_file=source_file[: Run._meta.get_field("source_file").max_length],
         samples=max(seen.values()),
         finished=timezone.now(),

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from django.db import connection
-from django.db.models import Case, Count, IntegerField, QuerySet, TextField, Value, When
+from django.db.models import Case, IntegerField, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast, Length
 
 from annotation.formats.validation import loads_repaired
-from annotation.models import Conversation, Criterion
+from annotation.models import Conversation
+from grading import plans
 from grading.models import Grade, Response, Run
 from grading.reports import scoring
 
@@ -97,46 +98,26 @@ def _by_conversation(queryset: QuerySet, key: str, conversation_ids: list[int]) 
 
 
 def _expected_grades(run: Run, response_ids: np.ndarray, conversation_ids: list[int], prompt_ids: list[str]):
-    """How many grades each response should have, by what the run set out to grade.
+    """How many grades each response should have, by the run's plan (grading.plans).
 
     Returns (per response or None, per conversation or None); None means the grade rows
-    are the whole rubric:
+    are the whole plan (an imported run, or one recorded before plans):
 
-    * an imported run: the file's rubric items are the grade rows;
-    * a run re-grading another run's responses: as many grades as that run holds for each;
+    * a re-grade: as many grades as its source run holds for each response;
     * a run on a frozen subset version: the conversation's criteria in the version's
-      snapshot;
-    * any other run: the conversation's criteria as they are now.
-
-    A run on the Consensus subset grades only the level:cluster criteria (Subset.only_cluster_criteria).
+      snapshot (only the level:cluster ones on the Consensus subset);
+    * a run of rubric changes: the criteria frozen for the conversation at launch.
     """
-    if run.status == Run.Status.IMPORTED:
-        return None, None
-    if run.responses_from_id is not None:
-        counts = dict(
-            _fetch(
-                Grade.objects.filter(run_id=run.responses_from_id, response_id__in=_responses_of(run))
-                .values_list("response_id")
-                .annotate(n=Count("id"))
-                .order_by()
-            )
-        )
+    if run.plan == Run.Plan.SOURCE_RUN:
+        counts = plans.source_counts(run, response_ids.tolist())
         return np.array([counts.get(int(r), 0) for r in response_ids], dtype=np.intp), None
-    version = run.subset_version
-    subset = version.subset if version is not None else run.subset
-    only_cluster = subset is not None and subset.only_cluster_criteria
-    if version is not None:
-        counts = {
-            entry["prompt_id"]: sum(not only_cluster or "level:cluster" in item["tags"] for item in entry["rubrics"])
-            for entry in version.snapshot
-        }
-        return None, np.array([counts.get(p, 0) for p in prompt_ids], dtype=np.intp)
-    criteria = Criterion.objects.order_by()
-    if only_cluster:
-        criteria = criteria.filter(level=Criterion.Level.CLUSTER)
-    per_conversation = criteria.values("conversation_id").annotate(n=Count("id")).values_list("conversation_id", "n")
-    counts = dict(_by_conversation(per_conversation, "conversation_id", conversation_ids))
-    return None, np.array([counts.get(c, 0) for c in conversation_ids], dtype=np.intp)
+    if run.plan == Run.Plan.SUBSET_VERSION:
+        per_prompt = plans.version_counts(run)
+        return None, np.array([per_prompt.get(p, 0) for p in prompt_ids], dtype=np.intp)
+    if run.plan == Run.Plan.RUBRIC_CHANGES:
+        rubric = run.plan_rubric or {}
+        return None, np.array([len(rubric.get(str(c), [])) for c in conversation_ids], dtype=np.intp)
+    return None, None
 
 
 def run_grades_get(*, run: Run) -> RunGrades:

@@ -16,6 +16,7 @@ from annotation.access import require_role
 from grading.access import READERS, get_run_for_reader, get_run_response_for_reader
 from grading.models import Grade, Response, Run
 from grading.pipeline.progress import run_progress
+from grading.plans import planned_count, rubric_drift_cached
 from grading.reports import scoring
 from grading.reports.report import metric_rows, report_csv, run_report_cached, run_report_document
 from grading.reports.results_file import dump_results
@@ -72,6 +73,7 @@ def report_detail(request: HtmxHttpRequest, code) -> HttpResponse:
         # The actual cost from the stored usage (not cached with the report: a run in
         # progress keeps spending).
         progress=run_progress(run=run) if run.grader_config_id else None,
+        drift=None if run.is_active else rubric_drift_cached(run),
     )
     return render(request, "reports/report_detail.html", context)
 
@@ -203,14 +205,20 @@ def report_transcript(request: HtmxHttpRequest, code, response_code) -> HttpResp
         .order_by("position")
     )
     failed = sum(g.status == Grade.Status.FAILED for g in grades)
-    # The score as the report computes it, unless a grade failed (then the report leaves it out).
-    score = None if failed else scoring.example_score([g.points for g in grades], [bool(g.met) for g in grades])
+    planned = planned_count(run, response.id, response.conversation_id)
+    missing = 0 if planned is None else max(0, planned - len(grades))
+    # The score as the report computes it, unless a grade failed or is missing (then the
+    # report leaves it out): both read the run's plan, never the live rubric.
+    score = (
+        None if failed or missing else scoring.example_score([g.points for g in grades], [bool(g.met) for g in grades])
+    )
     context = {
         "run": run,
         "response": response,
         "conversation": response.conversation,
         "grades": grades,
         "failed": failed,
+        "missing": missing,
         "score": score,
     }
     return render(request, "reports/report_transcript.html", context)

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Subset
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE
+from grading.endpoints.listing import endpoint_lines
 from grading.models import Endpoint, GraderTemplate, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
@@ -133,10 +134,8 @@ class Command(BaseCommand):
             given = ", ".join("--" + option.replace("_", "-") for option in raw)
             raise CommandError(f"{given}: {RAW_FIELDS_MESSAGE} ({self._endpoint_names()})")
         if options["list_endpoints"]:
-            for endpoint in Endpoint.objects.order_by("name"):
-                style = "Responses" if endpoint.api_style == "responses" else "Chat"
-                kind = f"reasoning {endpoint.reasoning_effort or ''}".strip() if endpoint.reasoning else "sampling"
-                self.stdout.write(f"{endpoint.name}\t{endpoint.model}\t{style}\t{kind}")
+            for line in endpoint_lines():
+                self.stdout.write(line)
             return
         if not (options["name"] or options["resume"] or options["cancel"]):
             raise CommandError("one of --name, --resume, --cancel or --list-endpoints is required")
@@ -154,6 +153,8 @@ class Command(BaseCommand):
                 live = True if options["live"] else False if options["as_batch"] else None
                 queued = run_resume(run=run, retry_failed=options["retry_failed"], live=live)
             except RunSpecError as exc:
+                raise CommandError("\n".join(exc.problems)) from None
+            except QueueUnavailable as exc:
                 raise CommandError(str(exc)) from None
             self.stdout.write(
                 f"Resumed {run.name}: {queued} batch(es) queued." if queued else f"{run.name} is complete."

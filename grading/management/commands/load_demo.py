@@ -13,13 +13,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
 from annotation.formats.importer import ImportFailed, ImportSummary, import_healthbench_lines
-from annotation.models import Assignment, ConsensusVote, Conversation, Criterion, Physician, PhysicianLabel
+from annotation.models import Assignment, ConsensusVote, Conversation, Criterion, Physician, PhysicianLabel, Subset
 from annotation.services.assignments import assignments_create
-from grading.models import Grade, Response, Run
+from grading.models import Response, Run
+from grading.pipeline.runs import run_record
+from grading.plans import PlanItem
 
 # The demo data sits with the people who write it (annotation/demo/); the command loads runs and
 # grades too, so it lives in grading, which may import annotation.
@@ -145,53 +145,39 @@ def _rubric(conversation_id: int) -> list[Criterion]:
     return list(Criterion.objects.filter(conversation_id=conversation_id).order_by("position", "id"))
 
 
-def _demo_grade(run: Run, item: DemoResponse, position: int, criterion: Criterion) -> Grade:
-    met = position in item.criteria_met
-    # The demo grader gets about one item in nine wrong, so the agreement report has
-    # disagreements to show.
-    if _flip("grader", criterion.conversation_id, item.response.sample_index, position, one_in=9):
-        met = not met
-    explanation = (
-        "The response does what this criterion describes."
-        if met
-        else "The response does not do what this criterion describes."
-    )
-    return Grade(
-        run=run,
-        response=item.response,
-        criterion=criterion,
-        position=position,
-        criterion_text=criterion.text,
-        points=criterion.points,
-        tags=criterion.tags,
-        status=Grade.Status.GRADED,
-        met=met,
-        explanation=f"Demo grade, no model was called. {explanation}",
-        raw_output=json.dumps({"explanation": explanation, "criteria_met": met}),
-        attempts=1,
-    )
+def _demo_verdict(criteria_met: dict[int, frozenset[int]]):
+    def verdict(response: Response, position: int, item: PlanItem) -> tuple[bool, str, str]:
+        met = position in criteria_met[response.id]
+        # The demo grader gets about one item in nine wrong, so the agreement report has
+        # disagreements to show.
+        if _flip("grader", response.conversation_id, response.sample_index, position, one_in=9):
+            met = not met
+        explanation = (
+            "The response does what this criterion describes."
+            if met
+            else "The response does not do what this criterion describes."
+        )
+        return (
+            met,
+            f"Demo grade, no model was called. {explanation}",
+            json.dumps({"explanation": explanation, "criteria_met": met}),
+        )
+
+    return verdict
 
 
 def demo_run_create(*, responses: list[DemoResponse]) -> tuple[Run, int]:
-    now = timezone.now()
-    run, _ = Run.objects.get_or_create(
+    """The demo run, recorded through the run services on a frozen version of the demo subset,
+    as a launched run is planned (rebuilt whole each time: the demo rubric or responses may
+    have changed since the last load)."""
+    return run_record(
         name=DEMO_RUN,
-        defaults={"status": Run.Status.DONE, "policy_model": DEMO_MODEL, "samples": 2, "started": now, "finished": now},
+        subset=Subset.objects.get(name=DEMO_SUBSET),
+        responses=[item.response for item in responses],
+        verdict=_demo_verdict({item.response.id: item.criteria_met for item in responses}),
+        policy_model=DEMO_MODEL,
+        samples=2,
     )
-    if run.status != Run.Status.DONE:
-        run.status = Run.Status.DONE
-        run.save(update_fields=["status"])
-    # Rebuilt whole each time: the demo rubric or responses may have changed since the last load.
-    run.grades.all().delete()
-    grades = [
-        _demo_grade(run, item, position, criterion)
-        for item in responses
-        for position, criterion in enumerate(_rubric(item.response.conversation_id))
-    ]
-    Grade.objects.bulk_create(grades)
-    # New grades: a cached report of the previous load must not be shown.
-    Run.objects.filter(id=run.id).update(report_version=F("report_version") + 1)
-    return run, len(grades)
 
 
 def _task_conversations(kind: str) -> set[tuple[str, int]]:
