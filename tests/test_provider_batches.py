@@ -209,9 +209,9 @@ def test_the_estimate_and_the_cost_take_the_batch_discount(server):
     run = finish(launch(server, source))
     progress = run_progress(run=run)
     grades = Grade.objects.filter(run=run)
-    prompt = sum(g.prompt_tokens for g in grades)
+    prompt = sum(g.prompt_tokens or 0 for g in grades)
     cached = sum(g.cached_tokens or 0 for g in grades)
-    completion = sum(g.completion_tokens for g in grades)
+    completion = sum(g.completion_tokens or 0 for g in grades)
     full = (Decimal(prompt - cached) * 2 + Decimal(cached) * Decimal("0.5") + Decimal(completion) * 8) / 1_000_000
     assert progress.grader_cost == (full / 2).quantize(Decimal("0.000001"))
     assert "1 completed" in progress.provider_batch_line
