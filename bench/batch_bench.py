@@ -107,7 +107,7 @@ def build_source(conversations: int):
             for c in rows
         ]
     )
-    run = Run.objects.create(name="batch-bench-source", status=Run.Status.IMPORTED, samples=1)
+    run = Run.objects.create(plan=Run.Plan.STORED, name="batch-bench-source", status=Run.Status.IMPORTED, samples=1)
     by_conversation: dict[int, list] = {}
     for criterion in criteria:
         by_conversation.setdefault(criterion.conversation_id, []).append(criterion)

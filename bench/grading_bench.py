@@ -157,7 +157,7 @@ def process_tree_cpu(root: int) -> float:
     return total
 
 
-def run_pipeline(server, source, args, mode: str) -> dict:
+def run_pipeline(server, source, args, mode: str, grading_mode: str = "per-criterion") -> dict:
     from grading.models import Endpoint, Grade, Run
     from grading.pipeline.estimate import RunSpec
     from grading.pipeline.runs import run_launch
@@ -203,6 +203,7 @@ def run_pipeline(server, source, args, mode: str) -> dict:
                 responses_from=source,
                 concurrency=args.concurrency,
                 use_cache=False,
+                grading_mode=grading_mode,
             )
         )
         while Run.objects.filter(id=run.id, status=Run.Status.RUNNING).exists():

@@ -20,6 +20,7 @@ KNOWN_PURE = {
     "grading.reports.comparison",
     "grading.metaeval.agreement",
     "grading.metaeval.chance",
+    "grading.metaeval.grader_comparison",
     "grading.pipeline.grader_prompt",
     "grading.pipeline.request_shape",
     "grading.pipeline.response_prompt",

@@ -152,8 +152,20 @@ def provider_batches_work(
     """One step of a batched RunBatch: "done" (every request has its grade), "waiting" (poll
     again later) or "stopped" (the claim was lost). `requests` are the RunBatch's requests
     that still have no grade, by key. Raises BatchFatal."""
+    with batch_client(target) as client:
+        return _work(client, claim=claim, run=run, target=target, requests=requests, format_attempts=format_attempts)
+
+
+def _work(
+    client: openai.OpenAI,
+    *,
+    claim: Any,
+    run: Run,
+    target: CallTarget,
+    requests: dict[str, Request],
+    format_attempts: int,
+) -> str:
     batch: RunBatch = claim.batch
-    client = batch_client(target)
     rows = list(ProviderBatch.objects.filter(run_batch=batch, collected=False))
     covered = {_line_of(custom_id)[0] for row in rows for custom_id in row.requests}
     new = [key for key in requests if key not in covered]
@@ -454,7 +466,13 @@ def provider_batches_cancel(*, run_id: int) -> int:
     if not rows.exists():
         return 0
     target = CallTarget.of(run.grader_config)
-    client = batch_client(target)
+    with batch_client(target) as client:
+        asked = _cancel(client, target, rows)
+    log.info("run %r: %d provider batch(es) cancelled", run.name, asked, extra={"run": run.name})
+    return asked
+
+
+def _cancel(client: openai.OpenAI, target: CallTarget, rows: Any) -> int:
     asked = 0
     for row in rows:
         if not row.batch_id and row.create_sent is not None:
@@ -469,5 +487,4 @@ def provider_batches_cancel(*, run_id: int) -> int:
             status = Status.CANCELLED  # it had ended meanwhile: nothing to cancel
         ProviderBatch.objects.filter(id=row.id).update(status=status, cancel_sent=timezone.now())
         asked += 1
-    log.info("run %r: %d provider batch(es) cancelled", run.name, asked, extra={"run": run.name})
     return asked
