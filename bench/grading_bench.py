@@ -111,7 +111,7 @@ def build_source(n_grades: int, samples: int = 4):
         ]
     )
     run = Run.objects.create(plan=Run.Plan.STORED, name="bench-source", status=Run.Status.IMPORTED, samples=samples)
-    by_conversation = {}
+    by_conversation: dict[int, list[Criterion]] = {}
     for criterion in criteria:
         by_conversation.setdefault(criterion.conversation_id, []).append(criterion)
     Grade.objects.bulk_create(
@@ -157,7 +157,7 @@ def process_tree_cpu(root: int) -> float:
     return total
 
 
-def run_pipeline(server, source, args, mode: str) -> dict:
+def run_pipeline(server, source, args, mode: str, grading_mode: str = "per-criterion") -> dict:
     from grading.models import Endpoint, Grade, Run
     from grading.pipeline.estimate import RunSpec
     from grading.pipeline.runs import run_launch
@@ -203,6 +203,7 @@ def run_pipeline(server, source, args, mode: str) -> dict:
                 responses_from=source,
                 concurrency=args.concurrency,
                 use_cache=False,
+                grading_mode=grading_mode,
             )
         )
         while Run.objects.filter(id=run.id, status=Run.Status.RUNNING).exists():
@@ -351,10 +352,10 @@ def main() -> None:
     }
     print(" " * 52, *(f"{name:>{width}}" for name, width in widths.items()))
     for label, concurrency, bound, elapsed, rate, share, overhead, cpu in rows:
-        figures = (
+        line = (
             f"{concurrency:9d} {bound:8.0f} {elapsed:7.1f} {rate:9.1f} {share:8.1%} {overhead:12.1f} ms {cpu:7.2f} ms"
         )
-        print(f"{label:52} {figures}")
+        print(f"{label:52} {line}")
     for (label, *_), mode in zip(rows, modes, strict=False):
         share = next(row[5] for row in rows if row[0] == label)
         verdict = "target met (>= 90% of its bound)" if share >= 0.9 else f"TARGET MISSED: {share:.1%} of the bound"

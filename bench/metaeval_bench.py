@@ -33,8 +33,9 @@ import tempfile
 import time
 import types
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -66,7 +67,8 @@ def generate(seed: int = 0) -> tuple[list[dict], list[bool]]:
     extra = [0] * N_ITEMS
     for i in rng.sample(range(N_ITEMS), N_LABELS - 2 * N_ITEMS - 100) + rng.sample(range(N_ITEMS), 100):
         extra[i] += 1
-    rows, grader = [], []
+    rows: list[dict] = []
+    grader: list[bool] = []
     conversation = 0
     while len(rows) < N_ITEMS:
         conversation += 1
@@ -135,7 +137,7 @@ def load_reference(directory: Path) -> tuple[dict, str]:
         why = f"HEAD:{REFERENCE_FILE} of the git directory {directory}"
     # The agreement functions use only defaultdict and Literal: run just their definitions.
     tree = ast.parse(_reference_source(directory))
-    keep = [
+    keep: list[ast.stmt] = [
         node
         for node in tree.body
         if (isinstance(node, ast.FunctionDef) and node.name in REFERENCE_FUNCTIONS)
@@ -243,9 +245,17 @@ def chance_baseline(rows: list[dict], grader: list[bool]) -> dict[str, float | N
     return out
 
 
-def best_of(n: int, fn) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(n):
+T = TypeVar("T")
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    """Equal within 1e-9, or both undefined."""
+    return (a is None and b is None) or (a is not None and b is not None and abs(a - b) <= 1e-9)
+
+
+def best_of(n: int, fn: Callable[[], T]) -> tuple[float, T]:
+    best = float("inf")
+    for _ in range(max(1, n)):
         start = time.perf_counter()
         result = fn()
         best = min(best, time.perf_counter() - start)
@@ -319,7 +329,7 @@ def main() -> None:
     from_rows_seconds, _ = best_of(3, lambda: metaeval.labels_from_rows(rows))
 
     baseline = "plain-Python pair loop (no reference: pass --reference-dir or set SIMPLE_EVALS_DIR)"
-    compute = pair_loop_agreement
+    compute: Callable[[list[dict], list[bool]], tuple[dict, dict]] = pair_loop_agreement
     if args.reference_dir:
         try:
             ref, how = load_reference(args.reference_dir)
@@ -358,7 +368,7 @@ def main() -> None:
         print("kappa + alpha baseline: scikit-learn / krippendorff not installed, no ratio")
     else:
         got = {**{k: v["value"] for k, v in kappa.items()}, **{k: v["value"] for k, v in alpha.items()}}
-        agree = set(got) == set(expected) and all(abs(got[k] - expected[k]) <= 1e-9 for k in expected)
+        agree = set(got) == set(expected) and all(_close(got[k], expected[k]) for k in expected)
         print(
             f"kappa + alpha baseline: sklearn cohen_kappa_score + krippendorff.alpha, point values only "
             f"{base_chance_seconds:7.3f} s   ratio {base_chance_seconds / chance_seconds:6.1f}x; "

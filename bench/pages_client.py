@@ -69,7 +69,7 @@ def main(config_path: str) -> None:
             k = r // len(mine) + 1
             t = p["tasks"]
             label_code = t["label"][k % len(t["label"])][0]
-            steps = [
+            steps: list[tuple[str, str, str, str | None, dict]] = [
                 ("home", "GET", "/", None, {}),
                 ("rubric editor", "GET", f"/conversations/{t['rubric'][k % len(t['rubric'])][1]}/rubric/", None, {}),
                 (

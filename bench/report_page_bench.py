@@ -346,8 +346,9 @@ def main() -> None:
     server = Server(REPO, args.port, env, tmp / "access.log")
     baseline = Server(tree, args.port + 1, base_env, tmp / "baseline-access.log")
     invalidate_baseline = _fingerprint_changes(run, args.cold_rounds * len(DOWNLOADS))
-    base_colds: dict[str, list[float]] = defaultdict(list)
-    colds: dict[str, list[float]] = defaultdict(list)
+    # Per download: (wall milliseconds, CPU seconds) of each cold request.
+    base_colds: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    colds: dict[str, list[tuple[float, float]]] = defaultdict(list)
     try:
         # Every process's first request pays for imports and template loading: not what is measured.
         for side in (server, baseline):

@@ -65,7 +65,7 @@ def load_reference(directory: str | None):
     root = types.ModuleType(package)
     root.__path__ = [str(sources)]
     sys.modules[package] = root
-    stubs = {
+    stubs: dict[str, dict[str, object]] = {
         # Only its HTML template is read at import time (to build the report page's template).
         f"{package}.common": {"HTML_JINJA": ""},
         f"{package}.sampler": {"__path__": []},
@@ -82,6 +82,8 @@ def load_reference(directory: str | None):
         module.__dict__.update(attributes)
         sys.modules[name] = module
     spec = importlib.util.spec_from_file_location(f"{package}.healthbench_eval", sources / "healthbench_eval.py")
+    if spec is None or spec.loader is None:
+        return None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     try:
@@ -89,7 +91,8 @@ def load_reference(directory: str | None):
     except Exception as exc:  # any import problem: fall back to the plain loop
         print(f"reference not importable from {directory}: {exc!r}")
         return None
-    from simple_evals_reference.types import SingleEvalResult
+    # The package made above from the reference's checkout; it exists only at run time.
+    from simple_evals_reference.types import SingleEvalResult  # type: ignore[import-not-found]
 
     return module._aggregate_get_clipped_mean, SingleEvalResult
 
@@ -123,7 +126,6 @@ def load_run(n_conversations: int, samples: int, seed: int = 0):
     from annotation.formats.importer import import_healthbench_lines
     from annotation.models import Criterion
     from grading.models import Grade, Response, Run
-    from grading.reports.run_import import GRADE_COLUMNS, RESPONSE_COLUMNS
     from healthbench_web.bulk import db_json, db_now, insert_rows, new_codes
 
     import_healthbench_lines((line.encode() for line in healthbench_lines(n_conversations, seed)), subset_name="bench")
@@ -145,7 +147,7 @@ def load_run(n_conversations: int, samples: int, seed: int = 0):
             (codes[k], c, words[: lengths[k]], "imported", "bench-model", "{}", k % samples, "", None, None, None, now)
             for k, c in enumerate(owners)
         ]
-        response_ids = insert_rows(Response, RESPONSE_COLUMNS, response_rows)
+        response_ids = insert_rows(Response, Response.INSERT_COLUMNS, response_rows)
         # A response's quality drives how many criteria it meets, so scores spread like a real run's.
         quality = rng.beta(4, 3, size=len(owners)).tolist()
         grades = []
@@ -178,7 +180,7 @@ def load_run(n_conversations: int, samples: int, seed: int = 0):
                         now,
                     )
                 )
-        insert_rows(Grade, GRADE_COLUMNS, grades)
+        insert_rows(Grade, Grade.INSERT_COLUMNS, grades)
     return run, len(grades)
 
 

@@ -36,11 +36,31 @@ ALIASES = {
 
 # Commands that work on an unmigrated (or absent) database, or make it.
 NO_DATABASE = {
-    "migrate", "makemigrations", "showmigrations", "sqlmigrate", "squashmigrations", "optimizemigration",
-    "help", "version", "check", "collectstatic", "findstatic", "test", "startapp", "startproject", "shell",
-    "dbshell", "diffsettings", "compilemessages", "makemessages", "sendtestemail", "inspectdb",
-    "createcachetable", "sqlflush", "sqlsequencereset",
-}  # fmt: skip
+    "migrate",
+    "makemigrations",
+    "showmigrations",
+    "sqlmigrate",
+    "squashmigrations",
+    "optimizemigration",
+    "help",
+    "version",
+    "check",
+    "collectstatic",
+    "findstatic",
+    "test",
+    "startapp",
+    "startproject",
+    "shell",
+    "dbshell",
+    "diffsettings",
+    "compilemessages",
+    "makemessages",
+    "sendtestemail",
+    "inspectdb",
+    "createcachetable",
+    "sqlflush",
+    "sqlsequencereset",
+}
 
 USAGE = """\
 usage: healthbench COMMAND [options]        (healthbench COMMAND --help for a command's options)

@@ -5,7 +5,7 @@ import json
 CANARY = "test:healthbench-studio"
 
 
-def rubric_item(text: str, points: int, axis: str = "completeness", cluster: str | None = None) -> dict:
+def rubric_item(text: str, points: float, axis: str = "completeness", cluster: str | None = None) -> dict:
     if cluster:
         return {"criterion": text, "points": points, "tags": ["level:cluster", f"cluster:{cluster}", f"axis:{axis}"]}
     return {"criterion": text, "points": points, "tags": ["level:example", f"axis:{axis}"]}

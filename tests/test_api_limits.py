@@ -188,6 +188,6 @@ def test_the_report_and_meta_eval_documents_match_their_schemas(dataset):
     assert checked.is_valid(), checked.errors
     assert set(report) == set(RunReportSerializer().fields), "a field of the report is not in its schema"
     document = client.get("/api/runs/imported/meta-eval/").json()
-    checked = MetaEvalReportSerializer(data=document)
-    assert checked.is_valid(), checked.errors
+    meta_checked = MetaEvalReportSerializer(data=document)
+    assert meta_checked.is_valid(), meta_checked.errors
     assert set(document) == set(MetaEvalReportSerializer().fields)

@@ -20,6 +20,7 @@ KNOWN_PURE = {
     "grading.reports.comparison",
     "grading.metaeval.agreement",
     "grading.metaeval.chance",
+    "grading.metaeval.grader_comparison",
     "grading.pipeline.grader_prompt",
     "grading.pipeline.request_shape",
     "grading.pipeline.response_prompt",
@@ -59,7 +60,7 @@ PURE = sorted(name for name, path in MODULES.items() if _says_pure(path))
 
 def _imports(name: str, path: Path) -> set[str]:
     """Every module of ours that `name` imports, wherever the import statement stands."""
-    targets = set()
+    targets: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -139,7 +140,7 @@ def test_the_modules_known_to_be_pure_say_so():
 @pytest.mark.parametrize("name", PURE)
 def test_pure_modules_import_no_django_and_no_models(name):
     path = MODULES[name]
-    imported = set()
+    imported: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             imported.update(alias.name.split(".")[0] for alias in node.names)

@@ -64,8 +64,13 @@ def test_a_file_over_the_limit_is_refused_before_it_is_sent(browser, live_server
     log_in(page, live_server.url, "cura", "pw-cura")
     page.goto(live_server.url + "/curator/import/")
     page.evaluate("document.querySelector('form[data-upload-progress]').dataset.maxBytes = '1000'")
-    posts = []
-    page.on("request", lambda request: request.method == "POST" and posts.append(request.url))
+    posts: list[str] = []
+
+    def note_post(request) -> None:
+        if request.method == "POST":
+            posts.append(request.url)
+
+    page.on("request", note_post)
     page.set_input_files("#id_file", str(path))
     page.click("form[data-upload-progress] button[type=submit]")
     assert "main.jsonl is 0.0 MB; the browser import takes at most 0 MB" in page.inner_text("#upload-status")

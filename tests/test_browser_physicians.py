@@ -31,12 +31,14 @@ pytestmark = browser_marks
 
 
 def _task(username: str, kind: str) -> Assignment:
-    return (
+    task = (
         Assignment.objects.filter(physician__user__username=username, kind=kind, status=Assignment.Status.OPEN)
         .select_related("conversation")
         .order_by("id")
         .first()
     )
+    assert task is not None, (username, kind)
+    return task
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -95,7 +97,12 @@ def test_2_and_3_an_ideal_response_survives_an_expired_session_and_leads_to_the_
     # Leaving with text not yet saved warns first.
     warned: list[str] = []
     stay = [True]
-    page.on("dialog", lambda dialog: (warned.append(dialog.type), dialog.dismiss() if stay[0] else dialog.accept()))
+
+    def answer(dialog) -> None:
+        warned.append(dialog.type)
+        dialog.dismiss() if stay[0] else dialog.accept()
+
+    page.on("dialog", answer)
     page.keyboard.type(" More")
     page.click("a:has-text('Guidelines for this task')")
     assert warned == ["beforeunload"]

@@ -25,7 +25,7 @@ pytest_plugins = ["tests.llm_server"]
 
 def _queued(queue: str) -> list[int]:
     """The batch ids of the grading tasks waiting on `queue` (taken off it)."""
-    ids = []
+    ids: list[int] = []
     with app.connection_for_read() as conn:
         messages = conn.SimpleQueue(queue)
         try:

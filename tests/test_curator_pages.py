@@ -143,10 +143,10 @@ def test_consensus_overview_counts_votes_and_agreement(client, curator, dataset)
     ConsensusVote.objects.create(
         physician=removed.physician, conversation=conversation, consensus_criterion=entry, applies=False
     )
-    row_ = next(r for r in client.get(reverse("curator_consensus")).context["rows"] if r["entry"] == entry)
-    assert (row_["applies"], row_["does_not_apply"], row_["attached"]) == (2, 1, 1)
-    assert row_["pairwise_agreement"] == pytest.approx(1 / 3)
-    assert row_["unanimous_share"] == 0
+    row_ = next(r for r in client.get(reverse("curator_consensus")).context["rows"] if r.entry == entry)
+    assert (row_.applies, row_.does_not_apply, row_.attached) == (2, 1, 1)
+    assert row_.pairwise_agreement == pytest.approx(1 / 3)
+    assert row_.unanimous_share == 0
 
 
 def test_statistics_of_a_version_use_its_frozen_rubrics(client, curator, dataset):

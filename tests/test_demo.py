@@ -33,7 +33,7 @@ def _load_demo(**options) -> str:
 
 
 def _counts() -> dict[str, int]:
-    return {model.__name__: model.objects.count() for model in MODELS}
+    return {model.__name__: model._default_manager.count() for model in MODELS}
 
 
 def _dataset_rows() -> list[dict]:

@@ -73,7 +73,7 @@ def test_the_gateway_tests_lock_holds_its_pin_and_none_of_the_products():
 
 def _imported_packages(folder: str) -> dict[str, str]:
     """Top-level names of third-party modules imported anywhere under `folder`, with a file each."""
-    found = {}
+    found: dict[str, str] = {}
     for path in (REPO / folder).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):

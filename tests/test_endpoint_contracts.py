@@ -6,6 +6,7 @@ import asyncio
 import json
 import socket
 import time
+from typing import Any
 
 import openai
 import pytest
@@ -26,7 +27,7 @@ NO_LIMIT = LocalRateLimiter()
 
 
 def target(server_url: str, **changes) -> CallTarget:
-    fields = {"base_url": server_url, "model": "grader", "api_key_env": "", "temperature": 0.0}
+    fields: dict[str, Any] = {"base_url": server_url, "model": "grader", "api_key_env": "", "temperature": 0.0}
     fields |= {"max_tokens": 200, "timeout": 2.0, "name": "test"}
     return CallTarget(**(fields | changes))
 

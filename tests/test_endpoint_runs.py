@@ -5,6 +5,7 @@ why (a closed port, a bad key on the policy endpoint, every grade failing)."""
 import socket
 import time
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,11 @@ from tests.grading_data import conversation_with_rubric, imported_run, subset_of
 pytest_plugins = ["tests.llm_server"]
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_retries")]
 
-PRICES = {"price_input": Decimal("2.00"), "price_cached_input": Decimal("0.50"), "price_output": Decimal("8.00")}
+PRICES: dict[str, Any] = {
+    "price_input": Decimal("2.00"),
+    "price_cached_input": Decimal("0.50"),
+    "price_output": Decimal("8.00"),
+}
 
 
 def grade_all(run: Run) -> list[Outcome]:
@@ -63,7 +68,7 @@ def test_a_run_grades_end_to_end_with_usage_details_and_cost(make_llm_server, se
     # Criteria after a response's first share its long prompt prefix: served from the cache.
     assert grades.filter(cached_tokens__gt=0).count() >= run.total_items // 2
     progress = run_progress(run=run)
-    assert progress.cached_tokens == sum(grades.values_list("cached_tokens", flat=True))
+    assert progress.cached_tokens == sum(n or 0 for n in grades.values_list("cached_tokens", flat=True))
     expected = (
         Decimal(progress.prompt_tokens - progress.cached_tokens) * 2
         + Decimal(progress.cached_tokens) * Decimal("0.5")
@@ -96,6 +101,7 @@ def test_a_sampled_run_keeps_the_policys_usage_and_prices_both(make_llm_server):
     progress = run_progress(run=run)
     assert progress.sample_reasoning_tokens == 4 * 192
     assert progress.sample_cost is not None
+    assert progress.grader_cost is not None
     assert progress.cost == progress.grader_cost + progress.sample_cost
 
 

@@ -148,13 +148,13 @@ def test_the_compare_page_warns_when_graders_or_prompts_differ(llm_server, tmp_p
     same = grade_with(llm_server, name="same")
     reader = Client()
     reader.force_login(person("reader", Physician.Role.RESEARCHER))
-    page = reader.get(reverse("compare_runs"), {"a": ours.code, "b": theirs.code}).content.decode()
+    page = reader.get(reverse("compare_runs"), {"a": str(ours.code), "b": str(theirs.code)}).content.decode()
     assert "The runs used different graders" in page
     assert "The runs used different grader prompts" in page
-    quiet = reader.get(reverse("compare_runs"), {"a": ours.code, "b": same.code}).content.decode()
+    quiet = reader.get(reverse("compare_runs"), {"a": str(ours.code), "b": str(same.code)}).content.decode()
     assert "different grader" not in quiet
-    document = reader.get(reverse("compare_runs_json"), {"a": ours.code, "b": theirs.code}).json()
+    document = reader.get(reverse("compare_runs_json"), {"a": str(ours.code), "b": str(theirs.code)}).json()
     assert len(document["grader_warnings"]) == 2
     imported = Run.objects.get(name="source")
-    page = reader.get(reverse("compare_runs"), {"a": imported.code, "b": ours.code}).content.decode()
+    page = reader.get(reverse("compare_runs"), {"a": str(imported.code), "b": str(ours.code)}).content.decode()
     assert "source was imported: its grader and grader prompt are not known here" in page

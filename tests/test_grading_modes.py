@@ -173,10 +173,14 @@ def test_bad_modes_and_explanations_are_refused_with_their_names(server):
     with pytest.raises(RunSpecError, match="setting of the per-response mode"):
         spec_check(
             spec(
-                server, source, name="c", grader=endpoint_on(server, "c"),
-                grading_mode=GradingMode.PER_CRITERION, explanation_length="words",
+                server,
+                source,
+                name="c",
+                grader=endpoint_on(server, "c"),
+                grading_mode=GradingMode.PER_CRITERION,
+                explanation_length="words",
             )
-        )  # fmt: skip
+        )
 
 
 def test_the_estimate_follows_the_mode(server, monkeypatch):
@@ -187,6 +191,8 @@ def test_the_estimate_follows_the_mode(server, monkeypatch):
     pr, pc = (plan_estimate(s, run_plan(s)) for s in (per_response, per_criterion))
     assert (pc.grader_calls, pr.grader_calls) == (36, 6)
     assert pr.prompt_tokens < pc.prompt_tokens / 3
+    assert pr.cost is not None
+    assert pc.cost is not None
     assert pr.cost < pc.cost
     assert any("Grading per response: 6 grader calls for 36 criteria" in line for line in pr.lines())
     words = plan_estimate(w := spec(server, source, grader=grader, explanation_length="words"), run_plan(w))
@@ -261,9 +267,20 @@ def test_grade_launches_in_the_mode_asked_and_prints_its_estimate(server):
     endpoint_on(server)
     out = io.StringIO()
     call_command(
-        "grade", "--name", "cli", "--grader", "test-grader", "--responses-from", source.name,
-        "--grading-mode", "per-response", "--explanation", "words", "--estimate-only", stdout=out,
-    )  # fmt: skip
+        "grade",
+        "--name",
+        "cli",
+        "--grader",
+        "test-grader",
+        "--responses-from",
+        source.name,
+        "--grading-mode",
+        "per-response",
+        "--explanation",
+        "words",
+        "--estimate-only",
+        stdout=out,
+    )
     assert "Grading per response: 2 grader calls for 6 criteria" in out.getvalue()
     assert "a few words" in out.getvalue()
     with pytest.raises(CommandError, match="invalid choice: 'per-call'"):

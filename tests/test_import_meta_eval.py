@@ -19,7 +19,7 @@ MODELS = [Conversation, Criterion, ConsensusCriterion, Response, Physician, Phys
 
 
 def _counts() -> dict[str, int]:
-    return {model.__name__: model.objects.count() for model in MODELS}
+    return {model.__name__: model._default_manager.count() for model in MODELS}
 
 
 def _import(path) -> tuple[str, str]:

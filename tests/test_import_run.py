@@ -6,6 +6,7 @@ simple-evals ``healthbench_eval.py``: ``example_level_metadata`` in ``*_allresul
 
 import hashlib
 import json
+from collections.abc import Sequence
 from io import StringIO
 
 import pytest
@@ -44,7 +45,7 @@ def result_example(prompt_id: str, items: list[dict], completion: str = "Rest, d
     }
 
 
-def graded_row(data: dict, met: list[bool | None], completion: str = "Rest, drink fluids.") -> dict:
+def graded_row(data: dict, met: Sequence[bool | None], completion: str = "Rest, drink fluids.") -> dict:
     """A result example grading every criterion of a dataset row (see tests.healthbench_rows)."""
     items = [graded(item, m) for item, m in zip(data["rubrics"], met, strict=True)]
     return result_example(data["prompt_id"], items, completion)

@@ -17,6 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,11 @@ LITELLM = REPO / ".venv-litellm" / "bin" / "litellm"
 MASTER_KEY = "sk-gateway-0123456789abcdefghij"  # what our endpoints send to the proxy
 UPSTREAM_KEY = "sk-upstream-9876543210zyxwvutsrq"  # what the proxy sends on
 MODELS = ["grader", "gpt-5.4", "policy-1", "reasoning-grader"]
-PRICES = {"price_input": Decimal("3.00"), "price_cached_input": Decimal("0.30"), "price_output": Decimal("15.00")}
+PRICES: dict[str, Any] = {
+    "price_input": Decimal("3.00"),
+    "price_cached_input": Decimal("0.30"),
+    "price_output": Decimal("15.00"),
+}
 
 
 @dataclass

@@ -7,6 +7,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 import openai
 import pytest
@@ -34,7 +35,8 @@ def client(server) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0)
 
 
-def get(server, path: str) -> tuple[int, object]:
+def get(server, path: str) -> tuple[int, Any]:
+    """(status, the JSON body read, or the raw bytes of a file's content)."""
     try:
         with urllib.request.urlopen(server.url + path, timeout=5) as reply:
             data = reply.read()

@@ -84,6 +84,11 @@ def assert_physician_side_matches(labels, golden):
             assert_same_metric(ours[name][pid], n, value, f"{name} / {pid}")
 
 
+def _defined(*values: float | None) -> list[float]:
+    assert None not in values, values
+    return [v for v in values if v is not None]
+
+
 @pytest.mark.parametrize("name", GENERATED)
 def test_grader_agreement_matches_the_reference(name):
     labels, grader, golden = generated_case(name)
@@ -237,9 +242,11 @@ def test_bootstrap_reports_the_point_macro_f1_and_brackets_it():
         assert interval["value"] == macro[name]["value"]
         assert interval["n_resamples"] == 1000
         assert 0 < interval["n_defined"] <= 1000
-        assert interval["low"] <= interval["high"]
+        low, high = _defined(interval["low"], interval["high"])
+        assert low <= high
     overall = intervals["pairwise_model_f1_balanced"]
-    assert overall["low"] <= overall["value"] <= overall["high"]
+    low, value, high = _defined(overall["low"], overall["value"], overall["high"])
+    assert low <= value <= high
 
 
 def test_bootstrap_leaves_out_scopes_whose_macro_f1_is_undefined():

@@ -28,7 +28,7 @@ class Endpoint:
     data: object = None  # world -> dict
     # Which roles succeed, and with what status; everyone else gets `others` (by role group).
     allowed: tuple[str, ...] = ()
-    ok: int = 200
+    ok: int | None = 200
     # Status for working physicians who are not allowed: 404 on task pages, 403 elsewhere.
     physicians: int = 403
 
@@ -356,7 +356,7 @@ def test_password_change(world):
         {"old_password": PASSWORD, "new_password1": "a-much-longer-pass-77", "new_password2": "a-much-longer-pass-77"},
     )
     assert response.status_code == 302
-    assert response.url == reverse("password_change_done")
+    assert response["Location"] == reverse("password_change_done")
     assert User.objects.get(username="dr_owner").check_password("a-much-longer-pass-77")
 
 

@@ -209,9 +209,9 @@ def test_the_estimate_and_the_cost_take_the_batch_discount(server):
     run = finish(launch(server, source))
     progress = run_progress(run=run)
     grades = Grade.objects.filter(run=run)
-    prompt = sum(g.prompt_tokens for g in grades)
+    prompt = sum(g.prompt_tokens or 0 for g in grades)
     cached = sum(g.cached_tokens or 0 for g in grades)
-    completion = sum(g.completion_tokens for g in grades)
+    completion = sum(g.completion_tokens or 0 for g in grades)
     full = (Decimal(prompt - cached) * 2 + Decimal(cached) * Decimal("0.5") + Decimal(completion) * 8) / 1_000_000
     assert progress.grader_cost == (full / 2).quantize(Decimal("0.000001"))
     assert "1 completed" in progress.provider_batch_line
@@ -304,3 +304,64 @@ def test_the_sweep_sends_again_a_waiting_batch_whose_poll_message_was_lost(serve
     RunBatch.objects.filter(id=batch.id).update(touched=timezone.now() - timedelta(seconds=quiet))
     assert runs_sweep() == [batch.id]
     assert runs_sweep() == []  # once per quiet period
+
+
+def per_response(server, source, name: str = "per-response-batched", **fields) -> Run:
+    from grading.models import GradingMode
+
+    spec = RunSpec(
+        name=name,
+        grader=grader(server, **fields),
+        responses_from=source,
+        batch=True,
+        grading_mode=GradingMode.PER_RESPONSE,
+    )
+    return run_launch(spec=spec)
+
+
+def test_a_batched_per_response_run_sends_one_line_per_response_and_gives_the_same_report(server):
+    from grading.models import GradingMode
+
+    source = imported_run(conversations=4, samples=2, n_criteria=6, faults={2: "malformed:1"}, faulty_conversations=2)
+    run = finish(per_response(server, source))
+    assert run.status == Run.Status.DONE, run.error
+    grades = Grade.objects.filter(run=run)
+    assert grades.count() == run.total_items == 48
+    assert set(grades.values_list("mode", flat=True)) == {GradingMode.PER_RESPONSE}
+    assert not grades.filter(batched=False).exists()
+    assert same_scores(run, source)
+    # 8 responses, one line each; the 4 unreadable chunk answers asked again in round 2.
+    assert server.calls == 8 + 4
+    assert sorted(ProviderBatch.objects.filter(run=run).values_list("round", flat=True)) == [0, 1]
+    # Each chunk's attempts are counted once, on its first criterion.
+    assert sum(g.attempts for g in grades) == 8 + 4
+
+
+def test_unusable_entries_of_a_batched_chunk_fall_back_to_per_criterion_lines(server):
+    from grading.models import GradingMode
+
+    entries = {1: "missing", 2: "duplicate", 4: "non_boolean", 5: "unknown"}
+    source = imported_run(conversations=3, samples=2, n_criteria=6, entries=entries, faulty_conversations=2)
+    run = finish(per_response(server, source))
+    assert run.status == Run.Status.DONE, run.error
+    grades = Grade.objects.filter(run=run)
+    assert grades.count() == run.total_items == 36
+    fallbacks = grades.filter(mode=GradingMode.PER_CRITERION)
+    assert fallbacks.count() == 12
+    assert set(fallbacks.values_list("position", flat=True)) == {1, 2, 4}
+    assert server.calls == 6 + 12
+    assert run_progress(run=run).fallbacks == 12
+    assert same_scores(run, source)
+    rows = ProviderBatch.objects.filter(run=run, round=1).get()
+    assert all("#" in custom_id for custom_id in rows.requests)
+
+
+def test_a_failed_chunk_line_fails_every_criterion_of_it_for_a_retry(server):
+    source = imported_run(conversations=2, samples=1, n_criteria=4, faults={0: "500:1"}, faulty_conversations=1)
+    run = finish(per_response(server, source))
+    failed = Grade.objects.filter(run=run, status=Grade.Status.FAILED)
+    assert failed.count() == 4
+    assert not failed.filter(met__isnull=False).exists()
+    run_resume(run=run, retry_failed=True)
+    assert finish(run).status == Run.Status.DONE
+    assert same_scores(run, source)

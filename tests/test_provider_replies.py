@@ -373,7 +373,7 @@ def test_cache_writes_are_stored_with_the_other_usage(make_llm_server):
     source = imported_run(conversations=2, samples=1, n_criteria=4)
     run = grade_all(launch(endpoint_on(server), source))
     grades = Grade.objects.filter(run=run)
-    written = sum(grades.values_list("cache_write_tokens", flat=True))
+    written = sum(n or 0 for n in grades.values_list("cache_write_tokens", flat=True))
     assert written > 0
     assert grades.filter(cache_write_tokens__gt=0, cached_tokens=0).exists()
     progress = run_progress(run=run)

@@ -5,6 +5,7 @@ report, its CSV and its results file; the published template's hash is the refer
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_retries")]
 # * Professional (pull request #108): ResponsesSampler(model="gpt-5.4-2026-03-05", reasoning_model=True,
 #   reasoning_effort="low") calls responses.create(model, input=[user P], reasoning={"effort": "low"}), and
 #   nothing else: no system message, no max_output_tokens, no temperature, no text.format.
-REFERENCE_REQUESTS = {
+REFERENCE_REQUESTS: dict[str, tuple[str, Callable[[str], dict[str, object]]]] = {
     "original": (
         "/v1/chat/completions",
         lambda prompt: {
@@ -59,7 +60,7 @@ REFERENCE_REQUESTS = {
 }
 # Our one addition on Responses: the provider keeps no copy of a health conversation. It does
 # not change what the model is asked or how it answers.
-OUR_PRIVACY_FIELDS = {"/v1/responses": {"store": False}}
+OUR_PRIVACY_FIELDS: dict[str, dict[str, object]] = {"/v1/responses": {"store": False}}
 
 
 def preset_endpoint(server, short: str, **changes) -> Endpoint:

@@ -28,8 +28,9 @@ def run_command(*args) -> tuple[str, str]:
 
 
 def test_add_saves_a_preset_through_the_curator_forms_rules(llm_server):
-    said, _ = run_command("endpoint", "add", "grader", "--preset", "original", "--base-url", llm_server.url,
-                          "--key-variable", "")  # fmt: skip
+    said, _ = run_command(
+        "endpoint", "add", "grader", "--preset", "original", "--base-url", llm_server.url, "--key-variable", ""
+    )
     grader = Endpoint.objects.get(name="grader")
     assert (grader.model, grader.temperature, grader.max_output_tokens) == ("gpt-4.1-2025-04-14", 0.5, 2048)
     assert grader.system_message == "You are a helpful assistant."
@@ -121,13 +122,13 @@ def test_resume_is_checked_like_a_launch(llm_server, settings):
     run = Run.objects.get(name="later")
     Run.objects.filter(id=run.id).update(status=Run.Status.FAILED)
     # Its snapshot names a variable the operator has since taken off the allowlist.
-    GraderConfig.objects.filter(id=run.grader_config_id).update(api_key_env="OLD_KEY")
+    GraderConfig.objects.filter(runs=run).update(api_key_env="OLD_KEY")
     with pytest.raises(CommandError, match=r"(?s)grader endpoint grader: .*OLD_KEY.*nothing was queued") as refused:
         run_command("grade", "--resume", "later")
     assert "not on the operator's allowlist" in str(refused.value)
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
-    GraderConfig.objects.filter(id=run.grader_config_id).update(api_key_env="")
+    GraderConfig.objects.filter(runs=run).update(api_key_env="")
     run_command("grade", "--resume", "later")
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)

@@ -123,6 +123,7 @@ def test_every_entry_becomes_its_criterions_verdict():
     assert answer.verdicts[1] == gp.GraderAnswer(met=True, explanation="why")
     assert answer.verdicts[2].met is False
     assert answer.fallback == ()
+    assert answer.entries is not None
     assert json.loads(answer.entries[2]) == entry(2, False, "no")
 
 

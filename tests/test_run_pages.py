@@ -115,7 +115,7 @@ def test_launching_creates_the_run_and_opens_its_page(source, llm_server, django
         response = client.post(reverse("run_new"), {**form_data(llm_server), "action": "launch"})
     run = Run.objects.get(name="from-the-page")
     assert response.status_code == 302
-    assert response.url == reverse("run_detail", args=[run.code])
+    assert response["Location"] == reverse("run_detail", args=[run.code])
     assert (run.total_items, run.concurrency, run.use_cache, run.responses_from) == (20, 8, True, source)
     assert len(queued) == run.batches.count()
 

@@ -152,7 +152,7 @@ def _everything(runs: dict[str, Run], client: Client, api: APIClient) -> dict[st
         seen[f"{name}: meta-eval"] = json.dumps(run_meta_eval_report(run=run), sort_keys=True, default=str)
         seen[f"{name}: meta-eval page"] = _page(client, reverse("metaeval_report"), run=str(run.code))
         seen[f"{name}: meta-eval csv"] = client.get(
-            reverse("metaeval_download", args=["csv"]), {"run": run.code}
+            reverse("metaeval_download", args=["csv"]), {"run": str(run.code)}
         ).content
         for grade in Grade.objects.filter(run=run).select_related("response").order_by("response_id")[::7]:
             url = reverse("report_transcript", args=[run.code, grade.response.code])
@@ -175,7 +175,7 @@ def _move_every_rubric(runs: dict[str, Run]) -> None:
         criterion_update(
             physician=curator, criterion=example[0], text=example[0].text + " Edited.", points=9, axis="accuracy"
         )
-        criterion_delete(physician=curator, criterion=example.last())
+        criterion_delete(physician=curator, criterion=example.reverse()[0])
         for conversation_id in conversation_ids[:3]:
             criterion_create(
                 physician=curator,

@@ -66,7 +66,7 @@ def grade_arrays(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def tags(**columns: list[list[str]]) -> dict[str, scoring.TagTable]:
+def tags(**columns: list[list[str]]) -> dict[str, Any]:
     return {name: scoring.encode_tags(lists) for name, lists in columns.items()}
 
 
@@ -324,7 +324,7 @@ def test_bulk_rubric_tag_with_only_negative_criteria_gets_no_score():
     ],
 )
 def test_bad_grade_arrays_are_rejected(change, message):
-    arrays = {
+    arrays: dict[str, Any] = {
         "grade_response": [0],
         "grade_criterion": [0],
         "grade_points": [5],

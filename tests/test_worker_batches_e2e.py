@@ -28,11 +28,14 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 FAULTS = {1: "malformed:1", 4: "verbose:1"}
 
 
-def test_a_worker_killed_during_a_batched_run_loses_and_doubles_nothing(llm_server, settings, tmp_path):
+@pytest.mark.parametrize("mode", ["per-criterion", "per-response"])
+def test_a_worker_killed_during_a_batched_run_loses_and_doubles_nothing(llm_server, settings, tmp_path, mode):
     settings.GRADING_BATCHED_RUN_UNIT = 64  # four RunBatches, each its own provider batch
     desk = llm_server.batches
     desk.validating_seconds = 0.2
-    desk.line_seconds = 0.03  # about two seconds a batch, so the kill finds some in progress
+    # About two seconds a batch (64 lines per criterion, 8 per response), so that the kill
+    # finds some in progress.
+    desk.line_seconds = 0.03 if mode == "per-criterion" else 0.25
     desk.paused.set()
     source = imported_run(
         name="imported", conversations=8, samples=4, n_criteria=8, faults=FAULTS, faulty_conversations=4
@@ -52,6 +55,8 @@ def test_a_worker_killed_during_a_batched_run_loses_and_doubles_nothing(llm_serv
             "--responses-from",
             "imported",
             "--batch",
+            "--grading-mode",
+            mode,
             stdout=io.StringIO(),
         )
         run = Run.objects.get(name="batched")
@@ -85,7 +90,12 @@ def test_a_worker_killed_during_a_batched_run_loses_and_doubles_nothing(llm_serv
     # No provider batch twice: every one the server made is a row here, each collected once.
     rows = ProviderBatch.objects.filter(run=run)
     assert desk.created == rows.count() == len(set(rows.values_list("batch_id", flat=True)))
-    assert {0, 1} == set(rows.values_list("round", flat=True))
-    assert llm_server.faults_served["malformed"] == 16
-    assert llm_server.faults_served["verbose"] == 16
+    # Re-asks in later rounds (per response, an answer about 8 criteria also outgrows 120 tokens).
+    assert {0, 1} <= set(rows.values_list("round", flat=True))
+    if mode == "per-criterion":
+        assert llm_server.faults_served["malformed"] == 16
+        assert llm_server.faults_served["verbose"] == 16
+    else:  # a chunk meets the first of its markers: one unreadable answer per faulty response
+        assert llm_server.faults_served["malformed"] == 16
+        assert set(grades.values_list("mode", flat=True)) == {mode}
     assert run_report(run=run).data | {"grader": None} == run_report(run=source).data

@@ -151,7 +151,7 @@ def test_a_killed_worker_loses_and_doubles_nothing(llm_server, tmp_path):
 
 def _take_off(queue: str) -> list[int]:
     """The batch ids waiting on `queue`, taken off it."""
-    ids = []
+    ids: list[int] = []
     with app.connection_for_write() as conn:
         waiting = conn.SimpleQueue(queue)
         try:
@@ -209,9 +209,18 @@ def test_each_grading_mode_grades_every_criterion_once_through_a_worker(llm_serv
     try:
         for mode in ("per-criterion", "per-response"):
             call_command(
-                "grade", "--name", mode, "--grader", "e2e", "--concurrency", "8", "--grading-mode", mode,
-                stdout=io.StringIO(), responses_from="holdout",
-            )  # fmt: skip
+                "grade",
+                "--name",
+                mode,
+                "--grader",
+                "e2e",
+                "--concurrency",
+                "8",
+                "--grading-mode",
+                mode,
+                stdout=io.StringIO(),
+                responses_from="holdout",
+            )
         wait_for(
             lambda: not Run.objects.filter(status=Run.Status.RUNNING).exists(), timeout=60, what="both runs", log=log
         )

@@ -152,6 +152,7 @@ def make_world() -> World:
 def client_for(who: Physician | None, *, csrf: bool = False) -> Client:
     client = Client(enforce_csrf_checks=csrf)
     if who is not None:
+        assert who.user is not None, who
         client.force_login(who.user)
     return client
 

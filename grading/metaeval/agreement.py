@@ -194,6 +194,11 @@ def _metric_table(counts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]
     return table
 
 
+def macro_f1_from_counts(counts: np.ndarray) -> np.ndarray:
+    """Macro F1 over the leading axes of (..., 4) pair counts in cell order (TN, FN, FP, TP)."""
+    return _metric_table(counts)[MACRO_F1][1]
+
+
 def _scope_prefixes(names: Sequence[str]) -> list[str]:
     # Category groups first, the overall group last (index = number of categories).
     return [f"{name}: " for name in names] + [""]

@@ -5,19 +5,24 @@ they show, and the downloads write the very document the `meta_eval` command pri
 """
 
 import uuid
+from typing import cast
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.text import slugify
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
 from annotation.access import require_role
 from grading.access import READERS, get_run_for_reader
 from grading.metaeval.charts import COLOURS
+from grading.metaeval.compare import ComparisonError, graders_compare
 from grading.metaeval.report import (
     DEFAULT_SEED,
     disagreement_page,
@@ -28,7 +33,9 @@ from grading.metaeval.report import (
     run_meta_eval_report_cached,
 )
 from grading.metaeval.selectors import runs_with_meta_eval
-from grading.models import Run
+from grading.models import Endpoint, ExplanationLength, GradingMode, Run
+from grading.pipeline.estimate import RunSpec, RunSpecError
+from grading.pipeline.runs import QueueUnavailable, run_launch
 
 MAX_RUNS = len(COLOURS)
 
@@ -67,7 +74,13 @@ def _seed(request: HttpRequest) -> int:
 @login_required
 def metaeval_runs(request: HttpRequest) -> HttpResponse:
     require_role(request, *READERS)
-    return render(request, "metaeval/runs.html", {"runs": runs_with_meta_eval(), "max_runs": MAX_RUNS})
+    runs = runs_with_meta_eval()
+    context = {
+        "runs": runs,
+        "max_runs": MAX_RUNS,
+        "launch": GraderComparisonLaunchForm(sources=[run for run, _ in runs]),
+    }
+    return render(request, "metaeval/runs.html", context)
 
 
 @require_GET
@@ -114,3 +127,90 @@ def metaeval_download(request: HttpRequest, fmt: str) -> HttpResponse:
         response = HttpResponse(report_csv(document), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="meta-eval-{slugify(run.name) or run.code}.{fmt}"'
     return response
+
+
+class GraderComparisonLaunchForm(forms.Form):
+    """Grade the labelled items of a run again, once per chosen mode, with one grader."""
+
+    source = forms.ModelChoiceField(
+        Run.objects.order_by("-created"), to_field_name="code", label="Items of run",
+        help_text="A run that graded the physician-labelled items (e.g. the imported grader labels)",
+    )  # fmt: skip
+    grader = forms.ModelChoiceField(Endpoint.objects.order_by("name"), to_field_name="name", label="Grader endpoint")
+    modes = forms.MultipleChoiceField(
+        choices=GradingMode.choices, initial=[GradingMode.PER_CRITERION, GradingMode.PER_RESPONSE],
+        widget=forms.CheckboxSelectMultiple, label="Grading modes",
+    )  # fmt: skip
+    explanation_length = forms.ChoiceField(
+        choices=ExplanationLength.choices, initial=ExplanationLength.SENTENCE, label="Per-response explanation"
+    )
+
+    def __init__(self, *args, sources: list[Run], **kwargs):
+        super().__init__(*args, **kwargs)
+        # Only runs whose items physicians labelled: the others have nothing to compare.
+        field = cast("forms.ModelChoiceField", self.fields["source"])
+        field.queryset = Run.objects.filter(id__in=[run.id for run in sources]).order_by("-created")
+
+
+@require_GET
+@login_required
+def graders_comparison(request: HttpRequest) -> HttpResponse:
+    runs = _runs_for_reader(request, request.GET.getlist("run"))
+    context: dict = {"runs": runs}
+    if len(runs) < 2:
+        messages.warning(request, "Tick two or more runs to compare their graders.")
+        return redirect("metaeval_runs")
+    try:
+        comparison = graders_compare(runs=runs, seed=_seed(request))
+    except ComparisonError as exc:
+        context["problem"] = str(exc)
+    else:
+        context["comparison"] = comparison
+        context["rows"] = [
+            {
+                "category": category,
+                "cells": [
+                    {
+                        "f1": run["macro_f1"][category],
+                        "difference": (run.get("f1_difference_vs_first") or {}).get(category),
+                    }
+                    for run in comparison["runs"]
+                ],
+            }
+            for category in comparison["categories"]
+        ]
+    return render(request, "metaeval/graders.html", context)
+
+
+@require_POST
+@login_required
+def graders_comparison_launch(request: HttpRequest) -> HttpResponse:
+    require_role(request, *READERS)
+    form = GraderComparisonLaunchForm(request.POST, sources=[run for run, _ in runs_with_meta_eval()])
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            for error in errors:
+                messages.error(request, f"{form[field].label if field in form.fields else ''}: {error}".lstrip(": "))
+        return redirect("metaeval_runs")
+    source, grader = form.cleaned_data["source"], form.cleaned_data["grader"]
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    launched = []
+    try:
+        for mode in form.cleaned_data["modes"]:
+            spec = RunSpec(
+                name=f"{source.name[:120]} · {grader.name[:40]} {mode} {stamp}",
+                grader=grader,
+                responses_from=source,
+                grading_mode=mode,
+                explanation_length=form.cleaned_data["explanation_length"] if mode == GradingMode.PER_RESPONSE else "",
+            )
+            launched.append(run_launch(spec=spec))
+    except (RunSpecError, QueueUnavailable) as exc:
+        messages.error(request, str(exc))
+        if not launched:
+            return redirect("metaeval_runs")
+    messages.success(
+        request, f"Launched {len(launched)} runs on the items of {source.name}; figures fill in as they grade."
+    )
+    query = "&".join(f"run={run.code}" for run in [source, *launched])
+    return redirect(f"{reverse('graders_comparison')}?{query}")

@@ -253,6 +253,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
             "response_id", "position"
         )
     )
+    whole = items
     items = [i for i in items if (i.response_id, i.position) not in have]
     if not items:
         return Outcome.DONE, failed_samples, ""
@@ -276,10 +277,16 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
             return Outcome.STOPPED, failed_samples, ""
 
     if run.batch and not batch.live:
-        # Per-criterion requests only (spec_check refuses a batched per-response run).
-        prompts = {key: request.prompt for key, request in requests.items()}
-        groups = {key: [chunk[0] for chunk in request.items] for key, request in requests.items()}
-        outcome, reason = _through_provider_batches(claim, run, grader, prompts, groups, retry)
+        # Requests cut from all the batch's items, not only the missing ones, so that a chunk
+        # partly stored (its fallbacks still at the provider) keeps its key across claims.
+        missing = {(i.response_id, i.position) for i in items}
+        everything = _chunk_requests(run, grader, whole) if per_response else _requests(run, grader, whole)
+        pending = {
+            key: request
+            for key, request in everything.items()
+            if any((i.response_id, i.position) in missing for chunk in request.items for i in chunk)
+        }
+        outcome, reason = _through_provider_batches(claim, run, grader, pending, run_mode, retry)
         return outcome, failed_samples, reason
 
     def rows_of(results: list[tuple[str, list[GradeOutcome]]]) -> list[Grade]:
@@ -298,9 +305,14 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
         if request.fallbacks is None:
             return [await ask_grader(grader, request.prompt, limiter=limiter, policy=retry, watch=watch)]
         return await ask_grader_chunk(
-            grader, request.prompt, len(request.keys), request.fallbacks.__getitem__,
-            limiter=limiter, policy=retry, watch=watch,
-        )  # fmt: skip
+            grader,
+            request.prompt,
+            len(request.keys),
+            request.fallbacks.__getitem__,
+            limiter=limiter,
+            policy=retry,
+            watch=watch,
+        )
 
     async def grade_all(emit, stop) -> None:
         limiter = limiter_for_loop()
@@ -324,24 +336,34 @@ def _through_provider_batches(
     claim: Claim,
     run: Run,
     grader: CallTarget,
-    prompts: dict[str, str],
-    groups: dict[str, list[Item]],
+    requests: dict[str, _Request],
+    run_mode: str,
     retry: RetryPolicy,
 ) -> tuple[Outcome, str]:
-    """A batched run's step (grading.pipeline.provider_batches): the requests without a grade
-    go to the provider's Batch API, and come back as grades of the same rows as live ones."""
+    """A batched run's step (grading.pipeline.provider_batches): the requests without their
+    grades go to the provider's Batch API, and come back as grades of the same rows as live
+    ones (a chunk's fallbacks as per-criterion grades)."""
 
-    def rows_for(key: str) -> Callable[[GradeOutcome], list[Grade]]:
-        # Items with the same request share its line, as they share a live call.
-        return lambda outcome: [
-            _grade_row(run.id, item, key, outcome, reused=n > 0, mode=PER_CRITERION)
-            for n, item in enumerate(groups[key])
+    def rows_for(request: _Request) -> Callable[[dict[int, GradeOutcome]], list[Grade]]:
+        # Items with the same request (rare: a response repeated) share its line, as they
+        # share a live call.
+        return lambda outcomes: [
+            _grade_row(
+                run.id,
+                chunk[i],
+                request.keys[i],
+                outcome,
+                reused=n > 0,
+                mode=PER_CRITERION if outcome.fallback else run_mode,
+            )
+            for n, chunk in enumerate(request.items)
+            for i, outcome in outcomes.items()
         ]
 
-    requests = {key: Request(prompts[key], rows_for(key)) for key in groups}
+    lines = {key: Request(r.prompt, rows_for(r), fallbacks=r.fallbacks) for key, r in requests.items()}
     try:
         state = provider_batches_work(
-            claim=claim, run=run, target=grader, requests=requests, format_attempts=retry.format_attempts
+            claim=claim, run=run, target=grader, requests=lines, format_attempts=retry.format_attempts
         )
     except BatchFatal as exc:
         return Outcome.FAILED, f"grader endpoint {grader.name}: {exc}"

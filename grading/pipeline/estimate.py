@@ -7,6 +7,7 @@ The command and the launch page both build a RunSpec, show the Estimate, then la
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -120,8 +121,6 @@ def spec_check(spec: RunSpec) -> None:
         problems.append(f"explanation length {spec.explanation_length!r} is not one of {', '.join(EXPLANATIONS)}")
     elif spec.explanation_length and spec.grading_mode != PER_RESPONSE:
         problems.append("the explanation length is a setting of the per-response mode")
-    if spec.batch and spec.grading_mode == PER_RESPONSE:
-        problems.append("the provider's Batch API takes per-criterion runs only, for now: grade per response live")
     if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
         problems.append(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
     sampled = spec.policy is not None or spec.subset is not None
@@ -216,13 +215,9 @@ def run_plan(spec: RunSpec) -> Plan:
             .values_list("id", "chars")
             .order_by()
         )
-        plan = Plan(by_conversation=False, grading_mode=spec.grading_mode)
-        for response_id, n, item_chars in per_response:
-            calls, chars, cacheable = prompts.of(n, conversation_chars[response_id], item_chars or 0)
-            plan.units.append((response_id, n, chars))
-            plan.calls += calls
-            plan.cacheable_chars += cacheable
-        return plan
+        return responses_plan(
+            spec, ((rid, n, conversation_chars[rid], item_chars or 0) for rid, n, item_chars in per_response)
+        )
     if spec.subset is None or spec.policy is None:
         raise RunSpecError(["a run samples new responses only with a subset and a policy endpoint"])
     criteria = Criterion.objects.filter(conversation__memberships__subset=spec.subset)
@@ -242,6 +237,20 @@ def run_plan(spec: RunSpec) -> Plan:
         plan.cacheable_chars += spec.samples * cacheable
         plan.policy_calls += spec.samples
         plan.policy_prompt_chars += spec.samples * chars
+    return plan
+
+
+def responses_plan(spec: RunSpec, responses: Iterable[tuple[int, int, int, int]]) -> Plan:
+    """The plan of grading given responses: per response (id, criteria, characters of its
+    conversation's messages as stored JSON plus its text, characters of its criteria's texts).
+    run_plan reads these from the database; the grading modes benchmark passes its own."""
+    prompts = _Prompts(spec)
+    plan = Plan(by_conversation=False, grading_mode=spec.grading_mode)
+    for response_id, n, conversation_chars, item_chars in responses:
+        calls, chars, cacheable = prompts.of(n, conversation_chars, item_chars)
+        plan.units.append((response_id, n, chars))
+        plan.calls += calls
+        plan.cacheable_chars += cacheable
     return plan
 
 

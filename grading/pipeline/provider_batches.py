@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
@@ -56,7 +56,8 @@ from grading.pipeline.grader_prompt import MalformedAnswer, parse_answer
 from grading.pipeline.provider_batch_lines import AskAgain, Carry, Line, judge, read_lines, request_line, split_files
 from grading.pipeline.provider_errors import Action, read_error
 from grading.pipeline.replies import NotACompletion, parse_reply
-from grading.pipeline.request_shape import criterion_request
+from grading.pipeline.request_shape import chunk_request, criterion_request
+from grading.pipeline.response_prompt import read_chunk_answer, split_usage
 from healthbench_web.redact import endpoint_keys, redact
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ COMPLETION_WINDOW: Literal["24h"] = "24h"
 METADATA_KEY = "healthbench_batch"
 LIST_PAGES = 10  # batches.list pages searched for a create that may have been sent (100 each)
 Status = ProviderBatch.Status
+FALLBACK = "#"
 
 
 class BatchFatal(Exception):
@@ -73,10 +75,25 @@ class BatchFatal(Exception):
 
 @dataclass(frozen=True)
 class Request:
-    """What a provider batch needs of one request: its prompt, and how to store its grade."""
+    """One request of a RunBatch, as the live call would send it: a criterion's prompt, or,
+    per response, a chunk's prompt with the per-criterion prompt of each of its criteria
+    (`fallbacks`, for entries the answer leaves unusable). `rows` makes the grades of some
+    of its criteria, by index from 0, from their outcomes."""
 
     prompt: str
-    rows: Callable[[GradeOutcome], list[Grade]]
+    rows: Callable[[dict[int, GradeOutcome]], list[Grade]]
+    fallbacks: list[str] | None = None
+
+    @property
+    def size(self) -> int:
+        return 1 if self.fallbacks is None else len(self.fallbacks)
+
+
+def _line_of(custom_id: str) -> tuple[str, int | None]:
+    """(request key, criterion index) of a line: ``KEY`` asks the request, ``KEY#i`` the
+    per-criterion fallback of its criterion i."""
+    key, _, index = custom_id.partition(FALLBACK)
+    return key, int(index) if index else None
 
 
 def batch_client(target: CallTarget) -> openai.OpenAI:
@@ -96,10 +113,21 @@ def _endpoint_url(target: CallTarget) -> str:
     return "/v1/responses" if target.api_style == "responses" else "/v1/chat/completions"
 
 
-def _line(target: CallTarget, key: str, prompt: str, carry: Carry) -> bytes:
-    """The request exactly as the live call sends it (grading.pipeline.request_shape)."""
-    path, body = criterion_request(target, prompt, max_tokens=carry.limit or None)
-    return request_line(key, "/v1" + path, body)
+def _line(target: CallTarget, custom_id: str, requests: dict[str, Request], carry: Carry) -> bytes | None:
+    """The line exactly as the live call sends it (grading.pipeline.request_shape); None when
+    the request has its grades already."""
+    key, index = _line_of(custom_id)
+    request = requests.get(key)
+    if request is None:
+        return None
+    limit = carry.limit or None
+    if request.fallbacks is None:
+        path, body = criterion_request(target, request.prompt, max_tokens=limit)
+    elif index is None:
+        path, body = chunk_request(target, request.prompt, max_tokens=limit)
+    else:
+        path, body = criterion_request(target, request.fallbacks[index], max_tokens=limit)
+    return request_line(custom_id, "/v1" + path, body)
 
 
 def _control(target: CallTarget, call: Callable[[], Any]) -> Any:
@@ -124,10 +152,22 @@ def provider_batches_work(
     """One step of a batched RunBatch: "done" (every request has its grade), "waiting" (poll
     again later) or "stopped" (the claim was lost). `requests` are the RunBatch's requests
     that still have no grade, by key. Raises BatchFatal."""
+    with batch_client(target) as client:
+        return _work(client, claim=claim, run=run, target=target, requests=requests, format_attempts=format_attempts)
+
+
+def _work(
+    client: openai.OpenAI,
+    *,
+    claim: Any,
+    run: Run,
+    target: CallTarget,
+    requests: dict[str, Request],
+    format_attempts: int,
+) -> str:
     batch: RunBatch = claim.batch
-    client = batch_client(target)
     rows = list(ProviderBatch.objects.filter(run_batch=batch, collected=False))
-    covered = {key for row in rows for key in row.requests}
+    covered = {_line_of(custom_id)[0] for row in rows for custom_id in row.requests}
     new = [key for key in requests if key not in covered]
     if new:
         created = _provider_batches_new(claim, run, target, new, requests)
@@ -154,7 +194,7 @@ def provider_batches_work(
 def _provider_batches_new(
     claim: Any, run: Run, target: CallTarget, keys: list[str], requests: dict[str, Request]
 ) -> list[ProviderBatch] | None:
-    lines = [_line(target, key, requests[key].prompt, Carry()) for key in keys]
+    lines = [line for key in keys if (line := _line(target, key, requests, Carry())) is not None]
     files = split_files(
         lines, max_requests=settings.GRADING_BATCH_MAX_REQUESTS, max_bytes=settings.GRADING_BATCH_MAX_BYTES
     )
@@ -176,9 +216,9 @@ def _provider_batches_new(
 def _submit(client: openai.OpenAI, target: CallTarget, run: Run, row: ProviderBatch, requests: dict) -> None:
     if not row.input_file_id:
         data = b"".join(
-            _line(target, key, requests[key].prompt, Carry.of(carry))
-            for key, carry in row.requests.items()
-            if key in requests
+            line
+            for custom_id, carry in row.requests.items()
+            if (line := _line(target, custom_id, requests, Carry.of(carry))) is not None
         )
         uploaded = _control(
             target,
@@ -253,36 +293,82 @@ def _no_answer(row: ProviderBatch, line: Line | None) -> str:
     return f"no answer in the provider batch's files (it ended {row.status})"
 
 
-def _outcome_of_line(
-    target: CallTarget, row: ProviderBatch, key: str, line: Line | None, carry: Carry, format_attempts: int
-) -> GradeOutcome | Carry:
-    """A grade's outcome, or the Carry of a request to ask again."""
+def _outcomes_of_line(
+    target: CallTarget,
+    row: ProviderBatch,
+    request: Request,
+    index: int | None,
+    line: Line | None,
+    carry: Carry,
+    format_attempts: int,
+) -> tuple[dict[int, GradeOutcome], dict[int | None, Carry]]:
+    """The outcomes a line settles (by criterion index), and what it leaves to ask again:
+    the same request (None) with more room, or per-criterion fallbacks of a chunk (by index)."""
+    chunk = request.fallbacks is not None and index is None
+    indexes = list(range(request.size)) if chunk else [index or 0]
+    fallback = index is not None
+
+    def failed(carry: Carry, error: str, raw: str = "") -> tuple[dict, dict]:
+        shares = _shares(carry, len(indexes))
+        return {
+            i: _spent(c, met=None, error=error, raw_output=raw, fallback=fallback)
+            for i, c in zip(indexes, shares, strict=True)
+        }, {}
+
     if line is None or line.status_code is None:
-        return _spent(carry, met=None, error=_no_answer(row, line))
+        return failed(carry, _no_answer(row, line))
     if not line.answered:
         problem = read_error(line.status_code, line.body, text=json.dumps(line.body)[:2000])
-        error = redact(problem.describe(target.name or target.model), endpoint_keys())
-        return _spent(carry, met=None, error=error)
+        return failed(carry, redact(problem.describe(target.name or target.model), endpoint_keys()))
     try:
         reply = parse_reply(json.dumps(line.body).encode(), api_style=target.api_style, attempts=1)
     except NotACompletion as exc:
-        return _spent(carry, met=None, error=f"the endpoint's answer is not a completion: {exc}")
+        return failed(carry, f"the endpoint's answer is not a completion: {exc}")
+    n = request.size
     step = judge(
         carry,
         reply,
         base_limit=target.max_tokens,
         format_attempts=format_attempts,
-        parse=parse_answer,
+        parse=(lambda text: read_chunk_answer(text, n)) if chunk else parse_answer,
         malformed=MalformedAnswer,
     )
     if isinstance(step, AskAgain):
-        return step.carry
+        return {}, {index: step.carry}
     if step.verdict is None:
-        return _spent(step.carry, met=None, error=step.error, raw_output=step.raw_output)
-    return _spent(step.carry, met=step.verdict.met, explanation=step.verdict.explanation, raw_output=step.raw_output)
+        return failed(step.carry, step.error, step.raw_output)
+    if not chunk:
+        verdict = step.verdict
+        return {
+            indexes[0]: _spent(
+                step.carry,
+                met=verdict.met,
+                explanation=verdict.explanation,
+                raw_output=step.raw_output,
+                fallback=fallback,
+            )
+        }, {}
+    # A chunk's answer: its tokens shared among its criteria (its requests on the first, as
+    # live); an entry missing or unusable leaves its criterion to a per-criterion line of its own.
+    shares = _shares(step.carry, n)
+    entries = step.verdict.entries or {}
+    settled: dict[int, GradeOutcome] = {}
+    again: dict[int | None, Carry] = {}
+    for i in range(n):
+        answer = step.verdict.verdicts.get(i + 1)
+        if answer is None:
+            again[i] = replace(shares[i], limit=0, answers=0, problem="")
+        else:
+            settled[i] = _spent(
+                shares[i],
+                met=answer.met,
+                explanation=answer.explanation,
+                raw_output=entries.get(i + 1, step.raw_output),
+            )
+    return settled, again
 
 
-def _spent(carry: Carry, **fields) -> GradeOutcome:
+def _spent(carry: Carry, **fields: Any) -> GradeOutcome:
     return GradeOutcome(
         attempts=carry.attempts,
         prompt_tokens=carry.prompt_tokens,
@@ -292,6 +378,14 @@ def _spent(carry: Carry, **fields) -> GradeOutcome:
         cache_write_tokens=carry.cache_write_tokens,
         **fields,
     )
+
+
+def _shares(carry: Carry, n: int) -> list[Carry]:
+    """A call's usage split among `n` grades, summing to it; its requests on the first."""
+    names = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens")
+    splits = {name: split_usage(getattr(carry, name), n) for name in names}
+    shares: list[dict[str, Any]] = [{name: splits[name][k] for name in names} for k in range(n)]
+    return [replace(carry, attempts=carry.attempts if k == 0 else 0, **shares[k]) for k in range(n)]
 
 
 def _collect(
@@ -314,16 +408,18 @@ def _collect(
     grades: list[Grade] = []
     again: dict[str, dict] = {}
     errors: list[str] = []
-    for key, carried in row.requests.items():
-        if key not in requests:
+    for custom_id, carried in row.requests.items():
+        key, index = _line_of(custom_id)
+        request = requests.get(key)
+        if request is None:
             continue  # graded meanwhile (a resume, another claim's write)
-        outcome = _outcome_of_line(target, row, key, lines.get(key), Carry.of(carried), format_attempts)
-        if isinstance(outcome, Carry):
-            again[key] = outcome.as_json() or {"answers": 0}
-            continue
-        if outcome.met is None:
-            errors.append(outcome.error)
-        for grade in requests[key].rows(outcome):
+        settled, asked = _outcomes_of_line(
+            target, row, request, index, lines.get(custom_id), Carry.of(carried), format_attempts
+        )
+        for which, carry in asked.items():
+            again[custom_id if which is None else f"{key}{FALLBACK}{which}"] = carry.as_json() or {"answers": 0}
+        errors += [outcome.error for outcome in settled.values() if outcome.met is None]
+        for grade in request.rows(settled) if settled else []:
             grade.batched = True
             grades.append(grade)
     failures_note(run, "grader", errors)
@@ -370,7 +466,13 @@ def provider_batches_cancel(*, run_id: int) -> int:
     if not rows.exists():
         return 0
     target = CallTarget.of(run.grader_config)
-    client = batch_client(target)
+    with batch_client(target) as client:
+        asked = _cancel(client, target, rows)
+    log.info("run %r: %d provider batch(es) cancelled", run.name, asked, extra={"run": run.name})
+    return asked
+
+
+def _cancel(client: openai.OpenAI, target: CallTarget, rows: Any) -> int:
     asked = 0
     for row in rows:
         if not row.batch_id and row.create_sent is not None:
@@ -385,5 +487,4 @@ def provider_batches_cancel(*, run_id: int) -> int:
             status = Status.CANCELLED  # it had ended meanwhile: nothing to cancel
         ProviderBatch.objects.filter(id=row.id).update(status=status, cancel_sent=timezone.now())
         asked += 1
-    log.info("run %r: %d provider batch(es) cancelled", run.name, asked, extra={"run": run.name})
     return asked

@@ -58,9 +58,10 @@ class RunForm(forms.Form):
         Endpoint.objects.order_by("name"), to_field_name="name", required=False, label="Policy endpoint"
     )
     rubric_changes = forms.BooleanField(
-        required=False, label="Only the criteria added or edited since that run",
+        required=False,
+        label="Only the criteria added or edited since that run",
         help_text="Grades its responses on the live rubric's changes alone (its report names them)",
-    )  # fmt: skip
+    )
     samples = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Samples per conversation")
 
     grader = forms.ModelChoiceField(

@@ -41,9 +41,10 @@ class Command(BaseCommand):
         add.add_argument("--preset", required=True, choices=sorted(PRESETS_BY_SHORT), help="the reference grader")
         add.add_argument("--model", help="another model name than the preset's")
         add.add_argument(
-            "--key-variable", metavar="V", help="the environment variable with the key (from ENDPOINT_KEY_VARIABLES); "
-            "'' for a server that needs none",
-        )  # fmt: skip
+            "--key-variable",
+            metavar="V",
+            help="the environment variable with the key (from ENDPOINT_KEY_VARIABLES); '' for a server that needs none",
+        )
         add.add_argument("--base-url", metavar="URL", help="empty for OpenAI")
         add.add_argument("--temperature", type=float, help="our option: e.g. 0 (the reference: 0.5)")
         add.add_argument("--json-schema", action="store_true", help="our option: a strict JSON schema for the answer")
@@ -81,9 +82,13 @@ class Command(BaseCommand):
         preset = PRESETS_BY_SHORT[options["preset"]]
         values = dict(preset.initial) | {"name": options["name"], "notes": options["notes"]}
         for option, field in (
-            ("model", "model"), ("key_variable", "key_variable"), ("base_url", "base_url"),
-            ("temperature", "temperature"), ("price_input", "price_input"), ("price_output", "price_output"),
-        ):  # fmt: skip
+            ("model", "model"),
+            ("key_variable", "key_variable"),
+            ("base_url", "base_url"),
+            ("temperature", "temperature"),
+            ("price_input", "price_input"),
+            ("price_output", "price_output"),
+        ):
             if options[option] is not None:
                 values[field] = options[option]
         if options["json_schema"]:
