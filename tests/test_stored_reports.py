@@ -45,9 +45,14 @@ def test_a_run_that_moved_on_is_computed_and_stored_anew(monkeypatch):
     run_report_cached(run=run)
     Run.objects.filter(id=run.id).update(report_version=F("report_version") + 1)
     run.refresh_from_db()
-    calls = []
+    calls: list[int] = []
     compute = run_reports.run_report
-    monkeypatch.setattr(run_reports, "run_report", lambda **kw: calls.append(1) or compute(**kw))
+
+    def counted(**kwargs):
+        calls.append(1)
+        return compute(**kwargs)
+
+    monkeypatch.setattr(run_reports, "run_report", counted)
     run_report_cached(run=run)
     assert calls == [1]
     assert StoredReport.objects.get(run=run, kind=StoredReport.Kind.REPORT).version == run.report_version
