@@ -34,7 +34,9 @@ import os
 import random
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -101,7 +103,7 @@ async def send_all(target, jobs, concurrency: int):
 
 def measure(mode: str, data, server_url: str, concurrency: int, explanation: str) -> dict:
     """Grade every (response, criterion) in `mode` through the product's client; the usage as reported."""
-    from grading.pipeline.client import RetryPolicy, ask_grader, ask_grader_chunk
+    from grading.pipeline.client import RetryPolicy, ask_grader_chunk
     from grading.pipeline.endpoint import CallTarget
     from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, conversation_block, render, rubric_item
     from grading.pipeline.rate_limit import LocalRateLimiter
@@ -111,7 +113,7 @@ def measure(mode: str, data, server_url: str, concurrency: int, explanation: str
         base_url=server_url, model="gpt-4.1", api_key_env="", temperature=0.0, max_tokens=2048, timeout=60.0
     )
     limiter, policy = LocalRateLimiter(), RetryPolicy(base_delay=0.01, max_delay=0.05)
-    jobs = []
+    jobs: list[Callable[[], Awaitable[list]]] = []
     for messages, response, criteria in data:
         block = conversation_block(messages, response)
         prompts = [render(DEFAULT_TEMPLATE, conversation=block, item=rubric_item(t, p)) for t, p in criteria]
@@ -120,15 +122,14 @@ def measure(mode: str, data, server_url: str, concurrency: int, explanation: str
                 chunk_prompt = render_chunk(conversation=block, items=criteria[start:stop], explanation=explanation)
                 fallback = prompts[start:stop]
                 jobs.append(
-                    lambda p=chunk_prompt, n=stop - start, f=fallback: ask_grader_chunk(
-                        target, p, n, f.__getitem__, limiter=limiter, policy=policy
-                    )
-                )
+                    partial(ask_grader_chunk, target, chunk_prompt, stop - start, fallback.__getitem__,
+                            limiter=limiter, policy=policy)
+                )  # fmt: skip
         else:
-            jobs += [lambda p=p: _one(ask_grader(target, p, limiter=limiter, policy=policy)) for p in prompts]
-    start = time.perf_counter()
+            jobs += [partial(_one, target, p, limiter, policy) for p in prompts]
+    begin = time.perf_counter()
     outcomes = [o for batch in asyncio.run(send_all(target, jobs, concurrency)) for o in batch]
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - begin
     assert all(o.met is not None for o in outcomes), "a grade failed"
     return {
         "criteria": len(outcomes),
@@ -141,8 +142,10 @@ def measure(mode: str, data, server_url: str, concurrency: int, explanation: str
     }
 
 
-async def _one(coroutine):
-    return [await coroutine]
+async def _one(target, prompt: str, limiter, policy) -> list:
+    from grading.pipeline.client import ask_grader
+
+    return [await ask_grader(target, prompt, limiter=limiter, policy=policy)]
 
 
 def product_estimate(mode: str, data, explanation: str):

@@ -48,6 +48,8 @@ def test_the_paired_difference_of_a_planted_gap_is_its_size_and_excludes_zero():
     differences = paired_f1_differences(labels, np.array(a, float), np.array(b, float), seed=0)
     overall = differences[""]
     assert overall["value"] == pytest.approx(-0.25)
+    assert overall["low"] is not None
+    assert overall["high"] is not None
     assert overall["high"] < 0 < 1 + overall["low"]
     assert overall["n_items"] == N_ITEMS
     assert paired_f1_differences(labels, np.array(a, float), np.array(a, float), seed=0)[""]["value"] == 0
