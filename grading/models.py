@@ -609,3 +609,32 @@ class ProviderBatch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} provider batch {self.batch_id or self.code} ({self.status})"
+
+
+class StoredReport(models.Model):
+    """A finished run's numbers, computed once and kept with it: its report (the JSON document
+    and the ranking the page pages through) or a meta-eval document. Read back after a cache
+    flush or a restart from any process instead of being computed again; valid while the
+    run's report_version is the one it was computed at (a resume moves it on)."""
+
+    class Kind(models.TextChoices):
+        REPORT = "report"
+        META_EVAL = "meta_eval"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="stored_reports")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # What else the numbers depend on: the seed, the length-adjustment constants, the labels' fingerprint.
+    key = models.CharField(max_length=300)
+    version = models.PositiveIntegerField()
+    # zlib-compressed: JSON for a document, numpy's .npz (no pickles) for a report.
+    payload = models.BinaryField()
+    created = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # Also the index of the lookup: one row per run, kind and key.
+            models.UniqueConstraint(fields=["run", "kind", "key"], name="one_stored_report_per_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} {self.kind} v{self.version}"

@@ -18,7 +18,8 @@ from grading.metaeval import agreement as metaeval
 from grading.metaeval.chance import ALPHA, KAPPA, ChanceMetric, grader_kappa, physician_alpha
 from grading.metaeval.charts import COLOURS, Lane, strip_chart
 from grading.metaeval.selectors import ItemDetail, RunLabels, item_details, item_keys, labels_fingerprint, run_labels
-from grading.models import Run
+from grading.models import Run, StoredReport
+from grading.reports import stored
 from healthbench_web.shared_cache import once_per_version
 from healthbench_web.spreadsheet import csv_text
 
@@ -88,7 +89,21 @@ def run_meta_eval_analysis_cached(*, run: Run, seed: int = DEFAULT_SEED) -> Anal
 
 
 def run_meta_eval_report_cached(*, run: Run, seed: int = DEFAULT_SEED) -> dict[str, Any]:
-    return report_document(run_meta_eval_analysis_cached(run=run, seed=seed))
+    """The meta-eval document (downloads, API, command), kept in the database for a finished
+    run (grading.reports.stored) per seed and state of the physicians' labels."""
+    key = f"meta-eval:v2:{seed}:{labels_fingerprint()}"
+    return once_per_version(
+        f"meta-eval-document:v1:{run.code}:{key}",
+        run.report_version,
+        lambda: stored.stored(
+            run,
+            StoredReport.Kind.META_EVAL,
+            key,
+            lambda: report_document(run_meta_eval_analysis_cached(run=run, seed=seed)),
+            stored.encode_json,
+            stored.decode_json,
+        ),
+    )
 
 
 def _items(analysis: Analysis, indices: list[int]) -> list[dict[str, Any]]:

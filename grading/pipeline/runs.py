@@ -483,11 +483,20 @@ def _log_run_end(run_id: int) -> None:
 
 
 def report_warm(*, run_id: int) -> None:
-    """Compute the ended run's report in a worker, so that its page opens from the cache at
-    once on every web process. Only with a cache that processes share."""
-    if "RedisCache" not in settings.CACHES["default"]["BACKEND"] or WARM_REPORT_TASK not in celery_app.tasks:
+    """Compute the ended run's report and meta-eval in a worker, which keeps them in the
+    database (grading.reports.stored) and the shared cache: its page and downloads then open
+    at once on every web process, after a cache flush or a restart too."""
+    if WARM_REPORT_TASK not in celery_app.tasks:
         return
-    transaction.on_commit(partial(celery_app.tasks[WARM_REPORT_TASK].apply_async, (run_id,)))
+    transaction.on_commit(partial(_send_warm, run_id))
+
+
+def _send_warm(run_id: int) -> None:
+    try:
+        celery_app.tasks[WARM_REPORT_TASK].apply_async((run_id,))
+    except Exception as exc:
+        # The first reader computes and stores it instead.
+        log.warning("could not queue the report of run %d: %s: %s", run_id, type(exc).__name__, exc)
 
 
 def run_progress_step(*, run_id: int) -> None:

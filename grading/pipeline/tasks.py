@@ -15,6 +15,7 @@ from celery import bootsteps, shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
+from grading.metaeval.report import run_meta_eval_report_cached
 from grading.models import Run
 from grading.pipeline.batches import batch_run
 from grading.pipeline.legacy_queue import legacy_queue_drain
@@ -47,11 +48,13 @@ def cancel_provider_batches(run_id: int) -> int:
 
 @shared_task(name=WARM_REPORT_TASK, ignore_result=True)
 def warm_report(run_id: int) -> None:
-    """Compute an ended run's report into the shared cache (a no-op when it is there already):
-    the whole report for the page and its document for the downloads and the API."""
+    """Compute an ended run's report and meta-eval into the database and the shared cache (a
+    no-op when they are there already): the whole report for the page, its document for the
+    downloads and the API, and the meta-eval document."""
     run = Run.objects.filter(id=run_id).first()
     if run is not None:
         run_report_data_cached(run=run)
+        run_meta_eval_report_cached(run=run)
 
 
 def sweep() -> None:

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from grading.models import Grade, GradingMode, Run
-from grading.reports import scoring
+from grading.models import Grade, GradingMode, Run, StoredReport
+from grading.reports import scoring, stored
 from grading.reports.grader_marks import grader_mark
 from grading.reports.selectors import RunGrades, run_grades_get
 from healthbench_web.shared_cache import once_per_version
@@ -212,9 +212,24 @@ def run_report_cached(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport
     return once_per_version(
         report_cache_key(run=run, seed=seed),
         run.report_version,
-        lambda: run_report(run=run, seed=seed),
+        lambda: run_report_stored(run=run, seed=seed),
         stale_ok=run.is_active,
     )
+
+
+def run_report_stored(*, run: Run, seed: int) -> RunReport:
+    """run_report of a finished run as the database keeps it (grading.reports.stored): computed
+    once, then read back by any process after the cache forgot it."""
+
+    def encode(report: RunReport) -> bytes:
+        return stored.encode_arrays(report.data, {name: getattr(report, name) for name in stored.RANKING})
+
+    def decode(payload: bytes) -> RunReport:
+        data, arrays = stored.decode_arrays(payload)
+        return RunReport(data=data, version=run.report_version, **arrays)
+
+    key = report_cache_key(run=run, seed=seed)
+    return stored.stored(run, StoredReport.Kind.REPORT, key, lambda: run_report(run=run, seed=seed), encode, decode)
 
 
 # --- presentation shared by the CSV and the page ----------------------------------------
