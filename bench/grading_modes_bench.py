@@ -123,9 +123,16 @@ def measure(mode: str, data, server_url: str, concurrency: int, explanation: str
                 chunk_prompt = render_chunk(conversation=block, items=criteria[start:stop], explanation=explanation)
                 fallback = prompts[start:stop]
                 jobs.append(
-                    partial(ask_grader_chunk, target, chunk_prompt, stop - start, fallback.__getitem__,
-                            limiter=limiter, policy=policy)
-                )  # fmt: skip
+                    partial(
+                        ask_grader_chunk,
+                        target,
+                        chunk_prompt,
+                        stop - start,
+                        fallback.__getitem__,
+                        limiter=limiter,
+                        policy=policy,
+                    )
+                )
         else:
             jobs += [partial(_one, target, p, limiter, policy) for p in prompts]
     begin = time.perf_counter()
