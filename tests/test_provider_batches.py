@@ -365,3 +365,40 @@ def test_a_failed_chunk_line_fails_every_criterion_of_it_for_a_retry(server):
     run_resume(run=run, retry_failed=True)
     assert finish(run).status == Run.Status.DONE
     assert same_scores(run, source)
+
+
+@pytest.mark.parametrize("how", ["batch", "live"])
+def test_the_run_page_retries_failed_lines_in_a_new_batch_or_live(server, client, how):
+    from annotation.models import Physician
+    from tests.people import person
+
+    source = imported_run(conversations=1, samples=1, n_criteria=3, faults={1: "500:1"})
+    run = finish(launch(server, source))
+    client.force_login(person("rita", Physician.Role.RESEARCHER))
+    page = client.get(f"/runs/{run.code}/")
+    assert b"Retry the 1 failed in a new provider batch" in page.content
+    assert b"Retry them by live calls" in page.content
+    answer = client.post(f"/runs/{run.code}/retry/", {"how": how})
+    assert answer.status_code == 302
+    assert run.batches.get().live is (how == "live")
+    run = finish(run)
+    assert run.status == Run.Status.DONE
+    retried = Grade.objects.get(run=run, criterion_text__contains="fault:500")
+    assert retried.status == Grade.Status.GRADED
+    assert retried.batched is (how == "batch")
+
+
+def test_the_api_retries_a_batched_runs_failed_lines_live(server, client):
+    from annotation.models import Physician
+    from tests.people import person
+
+    source = imported_run(conversations=1, samples=1, n_criteria=3, faults={1: "500:1"})
+    run = finish(launch(server, source))
+    client.force_login(person("rita", Physician.Role.RESEARCHER))
+    answer = client.post(f"/api/runs/{run.name}/retry/", {"live": True}, content_type="application/json")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["status"] == "running"
+    assert finish(run).status == Run.Status.DONE
+    assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == 3
+    busy = client.post(f"/api/runs/{run.name}/retry/", {}, content_type="application/json")
+    assert busy.status_code == 200  # ended again: nothing failed, nothing queued
