@@ -14,7 +14,7 @@ run under a 2,000,000 tokens-per-minute limit (its tokens / the limit), and besi
 estimate the product shows before launch for the same run (grading.pipeline.estimate). The
 batched rows are the same run at the endpoint's batch discount (grading.pipeline.cost).
 
-Part 2, throughput (--throughput): per-response grading through a real Celery worker on
+Part 2, throughput (--throughput, run on its own): per-response grading through a real Celery worker on
 PostgreSQL against the test server at 200 ms per call, in criteria judged per second,
 against its bound (concurrency / latency x criteria per call); bench/grading_bench.py's
 source and worker. Needs PostgreSQL (DATABASE_URL) and preferably Redis (REDIS_URL).
@@ -23,7 +23,8 @@ Targets: per-response <= 1/8 of the baseline's calls and <= 1/4 of its input tok
 per-response grading >= 90% of its concurrency bound.
 
 Usage: .venv/bin/python bench/grading_modes_bench.py [--conversations 5000] [--concurrency 64]
-       [--explanation sentence] [--throughput [--grades 60000]]
+       [--explanation sentence]
+       DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/grading_modes_bench.py --throughput [--grades 60000]
 """
 
 import argparse
@@ -122,9 +123,16 @@ def measure(mode: str, data, server_url: str, concurrency: int, explanation: str
                 chunk_prompt = render_chunk(conversation=block, items=criteria[start:stop], explanation=explanation)
                 fallback = prompts[start:stop]
                 jobs.append(
-                    partial(ask_grader_chunk, target, chunk_prompt, stop - start, fallback.__getitem__,
-                            limiter=limiter, policy=policy)
-                )  # fmt: skip
+                    partial(
+                        ask_grader_chunk,
+                        target,
+                        chunk_prompt,
+                        stop - start,
+                        fallback.__getitem__,
+                        limiter=limiter,
+                        policy=policy,
+                    )
+                )
         else:
             jobs += [partial(_one, target, p, limiter, policy) for p in prompts]
     begin = time.perf_counter()
@@ -148,7 +156,7 @@ async def _one(target, prompt: str, limiter, policy) -> list:
     return [await ask_grader(target, prompt, limiter=limiter, policy=policy)]
 
 
-def product_estimate(mode: str, data, explanation: str):
+def product_estimate(mode: str, data, explanation: str, *, batch: bool = False):
     """The estimate the product shows before launching the same run (its own functions)."""
     from grading.models import Endpoint
     from grading.pipeline.estimate import RunSpec, plan_estimate, responses_plan
@@ -160,6 +168,7 @@ def product_estimate(mode: str, data, explanation: str):
         grader=grader,
         grading_mode=mode,
         explanation_length=explanation if mode == PER_RESPONSE else "",
+        batch=batch,
     )
     responses = (
         (k, len(criteria), len(json.dumps(messages)) + len(response), sum(len(t) for t, _ in criteria))
@@ -182,10 +191,11 @@ def throughput(args) -> None:
     """Per-response grading through a real worker: criteria judged per second against its bound."""
     from types import SimpleNamespace
 
+    # grading_bench names the run's own queues in the environment: before Django reads its settings.
+    from bench import grading_bench
     from bench._db import fresh_postgres
 
     fresh_postgres("healthbench_bench_grading_modes")
-    from bench import grading_bench
     from tests.llm_server import LLMServer
 
     server = LLMServer(latency=args.latency).start()
@@ -212,11 +222,17 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=64, help="calls in flight for the accounting part")
     parser.add_argument("--explanation", default="sentence", help="per-response explanation length")
-    parser.add_argument("--throughput", action="store_true", help="also time per-response grading through a worker")
+    parser.add_argument(
+        "--throughput", action="store_true", help="only time per-response grading through a worker (PostgreSQL)"
+    )
     parser.add_argument("--grades", type=int, default=60_000, help="criteria graded in the throughput part")
     parser.add_argument("--worker-concurrency", type=int, default=120)
     parser.add_argument("--latency", type=float, default=0.2)
     args = parser.parse_args()
+    if args.throughput:
+        # A process of its own: the accounting part sets Django up on the default database.
+        throughput(args)
+        return
     if not SAMPLES.exists():
         raise SystemExit(f"the sample rows are not at {SAMPLES}")
 
@@ -239,6 +255,7 @@ def main() -> None:
         finally:
             server.stop()
         rows[mode]["estimate"] = product_estimate(mode, data, args.explanation)
+        rows[mode]["estimate_batched"] = product_estimate(mode, data, args.explanation, batch=True)
     base = rows["per-criterion"]
     header = (
         f"{'':32} {'calls':>8} {'input':>12} {'cached':>12} {'cached %':>8} {'output':>11} {'dollars':>9} "
@@ -269,6 +286,8 @@ def main() -> None:
             f"{cached:>12,} {estimate.cached_share:>8.1%} {estimate.completion_tokens:>11,} "
             f"{estimate.grader_cost:>9,.2f} {(estimate.prompt_tokens + estimate.completion_tokens) / TPM:>11.1f}"
         )
+        batched = row["estimate_batched"]
+        print(f"{mode + ' batched (product estimate)':32} {'':>68} {batched.grader_cost:>9,.2f}")
         if row["fallbacks"]:
             print(f"  {row['fallbacks']:,} per-criterion fallbacks")
     pr = rows["per-response"]
@@ -279,8 +298,6 @@ def main() -> None:
         f"{'met' if calls_ok else 'MISSED'}), input tokens {pr['input'] / base['input']:.3f}x (<= 0.25: "
         f"{'met' if input_ok else 'MISSED'})"
     )
-    if args.throughput:
-        throughput(args)
 
 
 if __name__ == "__main__":

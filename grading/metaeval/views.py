@@ -133,14 +133,18 @@ class GraderComparisonLaunchForm(forms.Form):
     """Grade the labelled items of a run again, once per chosen mode, with one grader."""
 
     source = forms.ModelChoiceField(
-        Run.objects.order_by("-created"), to_field_name="code", label="Items of run",
+        Run.objects.order_by("-created"),
+        to_field_name="code",
+        label="Items of run",
         help_text="A run that graded the physician-labelled items (e.g. the imported grader labels)",
-    )  # fmt: skip
+    )
     grader = forms.ModelChoiceField(Endpoint.objects.order_by("name"), to_field_name="name", label="Grader endpoint")
     modes = forms.MultipleChoiceField(
-        choices=GradingMode.choices, initial=[GradingMode.PER_CRITERION, GradingMode.PER_RESPONSE],
-        widget=forms.CheckboxSelectMultiple, label="Grading modes",
-    )  # fmt: skip
+        choices=GradingMode.choices,
+        initial=[GradingMode.PER_CRITERION, GradingMode.PER_RESPONSE],
+        widget=forms.CheckboxSelectMultiple,
+        label="Grading modes",
+    )
     explanation_length = forms.ChoiceField(
         choices=ExplanationLength.choices, initial=ExplanationLength.SENTENCE, label="Per-response explanation"
     )

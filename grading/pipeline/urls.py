@@ -8,4 +8,5 @@ urlpatterns = [
     path("runs/<uuid:code>/", views.run_detail, name="run_detail"),
     path("runs/<uuid:code>/cancel/", views.run_cancel_view, name="run_cancel"),
     path("runs/<uuid:code>/retry/", views.run_retry_view, name="run_retry"),
+    path("runs/<uuid:code>/resume/", views.run_resume_view, name="run_resume"),
 ]

@@ -31,7 +31,8 @@ from grading.pipeline.estimate import (
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template
 from grading.pipeline.progress import run_progress
 from grading.pipeline.response_prompt import CRITERIA_PER_CALL
-from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
+from grading.pipeline.resume_estimate import resume_estimate
+from grading.pipeline.runs import QueueUnavailable, resume_check, run_cancel, run_launch, run_resume
 from grading.reports.grader_marks import grader_mark
 from healthbench_web.throttles import launch_refusal
 
@@ -313,3 +314,45 @@ def run_retry_view(request: HtmxHttpRequest, code) -> HttpResponse:
         request, f"Retrying the failed grades of {run.name}{how}." if queued else f"{run.name} is complete."
     )
     return redirect("run_detail", code=run.code)
+
+
+RESUMABLE = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.DONE)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def run_resume_view(request: HtmxHttpRequest, code) -> HttpResponse:
+    """GET: what resuming (``?retry=1``: retrying the failed grades too) would do, its estimate
+    and a button to confirm. POST: resume, as `grade --resume [--retry-failed]` does."""
+    run = get_run_for_reader(request, code)
+    data = request.POST if request.method == "POST" else request.GET
+    retry = data.get("retry") == "1"
+    how = data.get("how", "")
+    if run.is_active or run.grader_config_id is None or run.status not in RESUMABLE:
+        messages.error(request, f"{run.name} is {run.status}: only an ended run graded here can be resumed.")
+        return redirect("run_detail", code=run.code)
+    if request.method == "POST":
+        live = (how == "live") if run.batch and retry else None
+        try:
+            queued = run_resume(run=run, retry_failed=retry, live=live)
+        except (RunSpecError, QueueUnavailable) as exc:
+            messages.error(request, str(exc))
+            return redirect("run_detail", code=run.code)
+        what = "Retrying the failed grades of" if retry else "Resumed"
+        messages.success(
+            request, f"{what} {run.name}: {queued} batch(es) queued." if queued else f"{run.name} is complete."
+        )
+        return redirect("run_detail", code=run.code)
+    try:
+        resume_check(run=run)
+        problems: list[str] = []
+    except RunSpecError as exc:
+        problems = exc.problems
+    context = {
+        "run": run,
+        "retry": retry,
+        "how": how,
+        "estimate": resume_estimate(run=run, retry_failed=retry),
+        "problems": problems,
+    }
+    return render(request, "runs/run_resume.html", context)
