@@ -20,7 +20,10 @@ Targets (issue 15): warm p95 <= 300 ms from every process; cold <= the baseline'
 wall time; the CPU time the request cost the web processes and PostgreSQL is printed beside it,
 since on a machine shared with other work the wall time swings by a third between identical
 requests).
-Usage: .venv/bin/python bench/report_page_bench.py [--conversations 5000] [--samples 16] [--reuse]
+Also (first, in this process): the finished run's report read back from the database
+(grading.reports.stored), as any process does after a cache flush, beside computing it.
+
+Usage: .venv/bin/python bench/report_page_bench.py [--conversations 5000] [--samples 16] [--reuse] [--stored-only]
 """
 
 import argparse
@@ -313,6 +316,38 @@ def _baseline_tree(ref: str) -> Path:
     return tree
 
 
+def _stored_figures(run, rounds: int) -> None:
+    """A finished run's report as a cache miss reads it back from the database (what every
+    process does after a cache flush or a restart), beside computing it from the grades, which
+    is what the same miss cost before reports were stored. In this process, one query each."""
+    from django.db import connection
+
+    from grading.models import StoredReport
+    from grading.reports.report import run_report, run_report_stored
+
+    run.refresh_from_db()
+    StoredReport.objects.filter(run=run).delete()
+    computed = []
+    for _ in range(2):
+        start = time.perf_counter()
+        run_report(run=run)
+        computed.append(time.perf_counter() - start)
+    run_report_stored(run=run, seed=0)  # computes and stores it, as the run's end does
+    size = StoredReport.objects.get(run=run, kind=StoredReport.Kind.REPORT).payload
+    reads = []
+    for _ in range(rounds):
+        connection.close()  # a fresh connection each time, as another process would have
+        start = time.perf_counter()
+        run_report_stored(run=run, seed=0)
+        reads.append(time.perf_counter() - start)
+    p50, p95 = statistics.median(reads) * 1000, _percentile(reads, 0.95) * 1000
+    cold = statistics.median(computed) * 1000
+    print(f"stored report, read back after a cache flush ({rounds} reads, {len(bytes(size)) / 1e6:.1f} MB stored):")
+    print(f"  p50 {p50:.0f} ms, p95 {p95:.0f} ms (target <= 100 ms)")
+    print(f"  baseline, today's cache miss: the report computed from the grades, median {cold:.0f} ms")
+    print(f"  ratio: {cold / p95:.0f}x faster at p95")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conversations", type=int, default=5000)
@@ -323,6 +358,9 @@ def main() -> None:
     parser.add_argument("--baseline-ref", default=BASELINE_REF)
     parser.add_argument("--port", type=int, default=8751)
     parser.add_argument("--reuse", action="store_true", help="reuse the database of the previous run")
+    parser.add_argument(
+        "--stored-only", action="store_true", help="only time the stored report against computing it (no servers)"
+    )
     args = parser.parse_args()
 
     prefix = f"bench-report-{uuid.uuid4().hex[:8]}"
@@ -334,6 +372,9 @@ def main() -> None:
     env["DATABASE_URL"] = os.environ["DATABASE_URL"]
     paths = _paths(str(run.code))
     print(f"run: {args.conversations} conversations x {args.samples} samples, {n_grades:,} grades (finished)")
+    _stored_figures(run, rounds=30)
+    if args.stored_only:
+        return
 
     # Both servers up, the cold measurements interleaved download by download and repeated: on a
     # shared machine the load drifts, and measuring one side after the other would credit the

@@ -9,6 +9,8 @@ line per field, each nested part its own small serializer.
 
 from rest_framework import serializers
 
+from grading.models import GradingMode
+
 # --- the score report ---------------------------------------------------------------------
 
 
@@ -41,7 +43,7 @@ class LengthAdjustmentSerializer(serializers.Serializer):
 
 
 class GradingRecordSerializer(serializers.Serializer):
-    mode = serializers.ChoiceField(choices=["per-criterion", "per-response"])
+    mode = serializers.ChoiceField(choices=GradingMode.choices)
     prompt_sha256 = serializers.CharField(help_text="sha256 of the per-criterion grader template")
     explanation_length = serializers.CharField(required=False, help_text="per response: words, sentence, sentences")
     criteria_per_call = serializers.IntegerField(required=False, help_text="per response: the most criteria a call")

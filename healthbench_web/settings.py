@@ -370,6 +370,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     # Swagger UI assets are served from this site, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
+    # One name for the grading mode wherever it appears (a run's, a grade's, the grader block's).
+    "ENUM_NAME_OVERRIDES": {"GradingModeEnum": "grading.models.GradingMode"},
     # The refusals every view can give (401, 403, 404, 400, 429, 503), documented beside its answers.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

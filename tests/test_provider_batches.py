@@ -402,3 +402,17 @@ def test_the_api_retries_a_batched_runs_failed_lines_live(server, client):
     assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == 3
     busy = client.post(f"/api/runs/{run.name}/retry/", {}, content_type="application/json")
     assert busy.status_code == 200  # ended again: nothing failed, nothing queued
+
+
+def test_a_cancel_queues_the_providers_cancel_when_it_commits(server, eager_tasks, django_capture_on_commit_callbacks):
+    server.batches.paused.set()
+    source = imported_run(conversations=1, samples=1, n_criteria=2)
+    run = launch(server, source)
+    step_all(run)
+    row = ProviderBatch.objects.get(run=run)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_cancel(run=run)
+    row.refresh_from_db()
+    assert row.cancel_sent is not None
+    assert server.batches.cancels == 1
+    assert server.batches.batches[row.batch_id].status in ("cancelling", "cancelled")
