@@ -1,3 +1,5 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,22 @@ def eager_tasks(fast_retries):
     app.conf.task_always_eager = True
     yield
     app.conf.task_always_eager = False
+
+
+@pytest.fixture(scope="session")
+def migrated_var_dir(tmp_path_factory) -> Path:
+    """A VAR_DIR whose SQLite database is migrated, for tests that run manage.py as a user does
+    (a command on an unmigrated database stops at "run migrate first", before reading its file).
+    Shared by the session: its commands only read the database or are refused."""
+    var_dir = tmp_path_factory.mktemp("migrated-var")
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"],
+        cwd=REPO,
+        env={"VAR_DIR": str(var_dir), "PATH": "/usr/bin:/bin"},
+        check=True,
+        capture_output=True,
+    )
+    return var_dir
 
 
 def sample_file(name: str) -> Path:

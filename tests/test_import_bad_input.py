@@ -147,10 +147,10 @@ def test_a_missing_file_is_reported_plainly(tmp_path):
         call_command("import_healthbench", tmp_path / "absent.jsonl")
 
 
-def test_the_command_exits_non_zero_with_the_line_on_stderr(tmp_path):
+def test_the_command_exits_non_zero_with_the_line_on_stderr(tmp_path, migrated_var_dir):
     path = tmp_path / "bad.jsonl"
     path.write_bytes(json.dumps(row("p-1", rubrics=[rubric_item("Says hello.", 0)])).encode() + b"\n")
-    env = {"VAR_DIR": str(tmp_path / "var"), "PATH": "/usr/bin:/bin"}
+    env = {"VAR_DIR": str(migrated_var_dir), "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
         [sys.executable, "manage.py", "import_healthbench", str(path)],
         cwd=REPO,

@@ -130,7 +130,7 @@ def test_import_run_refuses(case, stored, tmp_path):
     ],
     ids=["healthbench-deep", "meta-eval-surrogate", "results-deep"],
 )
-def test_the_real_command_exits_non_zero_without_a_traceback(command, case, tmp_path):
+def test_the_real_command_exits_non_zero_without_a_traceback(command, case, tmp_path, migrated_var_dir):
     # A real process, as a user runs it: the refusal is one message, never a Python traceback.
     path = tmp_path / case.name
     path.write_bytes(case.content)
@@ -138,7 +138,7 @@ def test_the_real_command_exits_non_zero_without_a_traceback(command, case, tmp_
     done = subprocess.run(
         [sys.executable, "manage.py", command, str(path), *args],
         cwd=REPO,
-        env={"VAR_DIR": str(tmp_path / "var"), "PATH": "/usr/bin:/bin"},
+        env={"VAR_DIR": str(migrated_var_dir), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
     )

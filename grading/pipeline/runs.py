@@ -184,16 +184,20 @@ def endpoint_snapshot(
     return config
 
 
-def _unit_size(run: Run, remaining: int) -> int:
+def _unit_size(run: Run, remaining: int, grades_per_call: float = 1.0) -> int:
     # A batched run's unit waits on the provider, not on a worker's slots: fewer, larger
     # ones, each sent as one or more provider batches.
-    return settings.GRADING_BATCHED_RUN_UNIT if run.batch else batch_size_for(run.concurrency, remaining)
+    if run.batch:
+        return settings.GRADING_BATCHED_RUN_UNIT
+    # Rounds of the concurrency are rounds of calls: per response, a call gives ~11 grades.
+    return batch_size_for(round(run.concurrency * grades_per_call), remaining)
 
 
 def _batches(run: Run, plan: Plan) -> list[RunBatch]:
     now = timezone.now()
     remaining = plan.grades
-    target = _unit_size(run, remaining)
+    per_call = max(1.0, plan.grades / plan.calls) if plan.calls else 1.0
+    target = _unit_size(run, remaining, per_call)
     batches: list[RunBatch] = []
     ids: list[int] = []
     items = 0
@@ -203,7 +207,7 @@ def _batches(run: Run, plan: Plan) -> list[RunBatch]:
         if items >= target:
             batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
             remaining -= items
-            target = _unit_size(run, remaining)
+            target = _unit_size(run, remaining, per_call)
             ids, items = [], 0
     if ids:
         batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
