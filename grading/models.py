@@ -287,6 +287,8 @@ class Run(models.Model):
         SUBSET_VERSION = "subset_version", "the rubrics of a frozen subset version"
         SOURCE_RUN = "source_run", "the items the source run graded"
         RUBRIC_CHANGES = "rubric_changes", "the criteria added or edited since the source run"
+        # Every (response, consensus criterion) physicians labelled at launch (Run.plan_rubric).
+        LABELLED = "labelled", "the physician-labelled items"
         # An imported file's items; also a run recorded before runs had plans (migration 0012).
         STORED = "stored", "its stored grades"
 
@@ -308,6 +310,7 @@ class Run(models.Model):
     # What is graded: the responses (and criteria) another run graded, or responses
     # sampled from a policy model for the conversations of a subset.
     responses_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="regrades")
+    # For Plan.LABELLED: {response id: [[criterion id, text, points, tags], ...]}.
     # For Plan.RUBRIC_CHANGES: {conversation id: [[criterion id, text, points, tags], ...]},
     # the criteria each of the source run's responses is graded on, frozen at launch.
     plan_rubric = CleanJSONField(null=True, blank=True)
@@ -350,6 +353,9 @@ class Run(models.Model):
                     responses_from__isnull=False,
                     subset_version__isnull=True,
                     plan_rubric__isnull=False,
+                )
+                | Q(
+                    plan="labelled", responses_from__isnull=True, subset_version__isnull=True, plan_rubric__isnull=False
                 )
                 | Q(plan="stored", responses_from__isnull=True, subset_version__isnull=True),
                 name="run_has_plan",

@@ -4,6 +4,8 @@
 * a re-grade grades each response on the items its source run graded it on;
 * a run of rubric changes grades the source run's responses on the criteria frozen in
   ``Run.plan_rubric`` at launch;
+* a run of the physician-labelled items grades each labelled response on the consensus
+  criteria physicians labelled it on, frozen in ``Run.plan_rubric`` at launch;
 * an imported run (and one recorded before plans) holds its plan in its stored grades.
 
 Reports count a response's missing grades against the plan, never against the live rubric,
@@ -21,7 +23,7 @@ from django.db.models import Count, IntegerField, Max, TextField
 from django.db.models.functions import Cast
 
 from annotation.formats.validation import loads_repaired
-from annotation.models import Conversation, Criterion
+from annotation.models import Conversation, Criterion, Physician, PhysicianLabel
 from grading.models import Grade, Run
 from healthbench_web.bulk import chunks
 from healthbench_web.shared_cache import once_per_version
@@ -95,6 +97,39 @@ def changes_rubrics(run: Run, conversation_ids: Iterable[int]) -> dict[int, list
     """Each conversation's criteria in a rubric-changes run's frozen plan."""
     plan = run.plan_rubric or {}
     return {int(c): [PlanItem(*item) for item in plan.get(str(c), [])] for c in conversation_ids}
+
+
+def labelled_rubric() -> dict[int, list[list]]:
+    """response id -> [[criterion id, text, points, tags], ...]: every (response, criterion)
+    that a counted physician labelled (the items of a meta-evaluation), in criterion order.
+    Responses without text (a label-only import) are left out: there is nothing to grade."""
+    pairs = (
+        PhysicianLabel.objects.exclude(physician__status=Physician.Status.REMOVED)
+        .exclude(response__text="")
+        .values_list("response_id", "criterion_id")
+        .distinct()
+        .order_by("response_id", "criterion_id")
+    )
+    by_response: dict[int, list[int]] = {}
+    for response_id, criterion_id in pairs:
+        by_response.setdefault(response_id, []).append(criterion_id)
+    criteria = {}
+    for chunk in chunks(sorted({c for ids in by_response.values() for c in ids})):
+        criteria.update(
+            {
+                pk: [pk, text, points, list(tags)]
+                for pk, text, points, tags in Criterion.objects.filter(id__in=chunk).values_list(
+                    "id", "text", "points", "tags"
+                )
+            }
+        )
+    return {r: [criteria[c] for c in ids] for r, ids in by_response.items()}
+
+
+def labelled_items(run: Run, response_ids: Iterable[int]) -> dict[int, list[PlanItem]]:
+    """Each response's criteria in a labelled run's frozen plan."""
+    plan = run.plan_rubric or {}
+    return {int(r): [PlanItem(*item) for item in plan.get(str(r), [])] for r in response_ids}
 
 
 def planned_rubrics(run: Run, conversation_ids: list[int]) -> dict[int, list[PlanItem]]:
@@ -242,4 +277,6 @@ def planned_count(run: Run, response_id: int, conversation_id: int) -> int | Non
         return version_counts(run).get(prompt_id, 0)
     if run.plan == Run.Plan.RUBRIC_CHANGES:
         return len((run.plan_rubric or {}).get(str(conversation_id), []))
+    if run.plan == Run.Plan.LABELLED:
+        return len((run.plan_rubric or {}).get(str(response_id), []))
     return None

@@ -80,7 +80,7 @@ from grading.pipeline.sampling import (
     samples_store,
 )
 from grading.pipeline.slots import slots_for_run
-from grading.plans import changes_rubrics, version_rubrics
+from grading.plans import changes_rubrics, labelled_items, version_rubrics
 from healthbench_web.celery import app as celery_app
 from healthbench_web.redact import endpoint_keys, redact
 
@@ -404,7 +404,15 @@ def _sample(
 
 def _items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
     """The criteria the source run graded each response on, as it graded them; for a run of
-    rubric changes, the criteria its plan froze for each response's conversation."""
+    rubric changes, the criteria its plan froze for each response's conversation; for a run
+    of the physician-labelled items, the criteria its plan froze for each response."""
+    if run.plan == Run.Plan.LABELLED:
+        planned = labelled_items(run, response_ids)
+        return [
+            Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
+            for response_id in sorted(planned)
+            for position, p in enumerate(planned[response_id])
+        ]
     if run.plan == Run.Plan.RUBRIC_CHANGES:
         conversation_of = dict(Response.objects.filter(id__in=response_ids).values_list("id", "conversation_id"))
         rubric = changes_rubrics(run, set(conversation_of.values()))

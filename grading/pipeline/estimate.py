@@ -35,7 +35,7 @@ from grading.pipeline.response_prompt import (
     chunk_bounds,
     line_overhead,
 )
-from grading.plans import rubric_drift
+from grading.plans import labelled_rubric, rubric_drift
 
 # Assumptions of the estimate, printed with it.
 ANSWER_TOKENS = 80  # a grader's JSON answer: a sentence or two and a boolean
@@ -69,6 +69,9 @@ class RunSpec:
     # With responses_from: grade its responses only on the criteria added or edited since it
     # was graded (grading.plans.rubric_drift), as they are now.
     rubric_changes: bool = False
+    # Grade every (response, consensus criterion) that physicians labelled, as stored now
+    # (the meta-eval's items: grading.plans.labelled_rubric), with no source run.
+    labelled: bool = False
     # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
     length_adjusted: bool = False
     healthbench_professional: bool = False
@@ -124,8 +127,11 @@ def spec_check(spec: RunSpec) -> None:
     if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
         problems.append(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
     sampled = spec.policy is not None or spec.subset is not None
-    if (spec.responses_from is not None) == sampled:
-        problems.append("grade either the responses of an existing run, or a policy model's samples on a subset")
+    if (spec.responses_from is not None) + sampled + spec.labelled != 1:
+        problems.append(
+            "grade either the responses of an existing run, a policy model's samples on a subset, "
+            "or the physician-labelled items"
+        )
     if spec.rubric_changes and spec.responses_from is None:
         problems.append("grading the rubric changes needs the run they changed since (responses_from)")
     if sampled:
@@ -199,6 +205,8 @@ class _Prompts:
 def run_plan(spec: RunSpec) -> Plan:
     """The work of a checked spec, from three aggregate queries at most."""
     prompts = _Prompts(spec)
+    if spec.labelled:
+        return _labelled_plan(prompts)
     if spec.responses_from is not None and spec.rubric_changes:
         return _changes_plan(spec, prompts)
     if spec.responses_from is not None:
@@ -276,6 +284,26 @@ def _changes_plan(spec: RunSpec, prompts: _Prompts) -> Plan:
     for response_id, conversation_id, conversation_chars in responses:
         items = changes[conversation_id]
         calls, chars, cacheable = prompts.of(len(items), conversation_chars, sum(len(item[1]) for item in items))
+        plan.units.append((response_id, len(items), chars))
+        plan.calls += calls
+        plan.cacheable_chars += cacheable
+    return plan
+
+
+def _labelled_plan(prompts: _Prompts) -> Plan:
+    """Each physician-labelled response on the consensus criteria it was labelled on."""
+    rubric = labelled_rubric()
+    plan = Plan(by_conversation=False, grading_mode=prompts.mode, rubric={str(r): v for r, v in rubric.items()})
+    conversation_chars = dict(
+        Response.objects.filter(id__in=list(rubric))
+        .annotate(chars=Length("conversation__messages") + Length("text"))
+        .values_list("id", "chars")
+        .order_by()
+    )
+    for response_id, items in rubric.items():
+        calls, chars, cacheable = prompts.of(
+            len(items), conversation_chars.get(response_id, 0), sum(len(item[1]) for item in items)
+        )
         plan.units.append((response_id, len(items), chars))
         plan.calls += calls
         plan.cacheable_chars += cacheable

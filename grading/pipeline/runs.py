@@ -226,6 +226,8 @@ def _batch(run: Run, number: int, ids: list[int], items: int, by_conversation: b
 
 
 def _plan_kind(spec: RunSpec) -> str:
+    if spec.labelled:
+        return Run.Plan.LABELLED
     if spec.responses_from is None:
         return Run.Plan.SUBSET_VERSION
     return Run.Plan.RUBRIC_CHANGES if spec.rubric_changes else Run.Plan.SOURCE_RUN
@@ -254,6 +256,8 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
     if plan.grades == 0:
         if spec.rubric_changes:
             raise RunSpecError(["nothing to grade: no criterion was added or edited since that run"])
+        if spec.labelled:
+            raise RunSpecError(["nothing to grade: no response has physician labels (import a meta-eval file first)"])
         raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
     queue_check()
     try:
@@ -518,7 +522,7 @@ def run_progress_step(*, run_id: int) -> None:
 
 def _grades_per_batch(run: Run) -> dict[int, int]:
     batches = list(run.batches.values_list("id", "response_ids", "conversation_ids"))
-    if run.responses_from_id is not None:
+    if run.plan != Run.Plan.SUBSET_VERSION:
         batch_of = {r: b for b, response_ids, _ in batches for r in response_ids}
         counts = Grade.objects.filter(run=run).values_list("response_id").annotate(n=Count("id")).order_by()
     else:

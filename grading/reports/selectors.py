@@ -108,7 +108,8 @@ def _expected_grades(run: Run, response_ids: np.ndarray, conversation_ids: list[
     * a re-grade: as many grades as its source run holds for each response;
     * a run on a frozen subset version: the conversation's criteria in the version's
       snapshot (only the level:cluster ones on the Consensus subset);
-    * a run of rubric changes: the criteria frozen for the conversation at launch.
+    * a run of rubric changes: the criteria frozen for the conversation at launch;
+    * a run of the physician-labelled items: the criteria frozen for the response at launch.
     """
     if run.plan == Run.Plan.SOURCE_RUN:
         counts = plans.source_counts(run, response_ids.tolist())
@@ -119,6 +120,9 @@ def _expected_grades(run: Run, response_ids: np.ndarray, conversation_ids: list[
     if run.plan == Run.Plan.RUBRIC_CHANGES:
         rubric = run.plan_rubric or {}
         return None, np.array([len(rubric.get(str(c), [])) for c in conversation_ids], dtype=np.intp)
+    if run.plan == Run.Plan.LABELLED:
+        rubric = run.plan_rubric or {}
+        return np.array([len(rubric.get(str(int(r)), [])) for r in response_ids], dtype=np.intp), None
     return None, None
 
 

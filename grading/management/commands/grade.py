@@ -1,11 +1,14 @@
 """grade: launch a grading run, resume or cancel one, and optionally wait for it.
 
     grade --name NAME --grader ENDPOINT [--concurrency N]
-          (--responses-from RUN | --policy ENDPOINT --samples K --subset S)
+          (--responses-from RUN | --policy ENDPOINT --samples K --subset S | --labelled)
           [--grading-mode per-criterion|per-response [--explanation words|sentence|sentences]]
           [--batch] [--wait] [--no-cache] [--estimate-only]
     grade --resume NAME [--retry-failed [--live | --as-batch]] [--wait]
     grade --cancel NAME
+
+--labelled grades every (response, consensus criterion) that physicians labelled (the items
+of an imported meta-eval file): `meta_eval RUN` then reports the grader's agreement with them.
 
 Workers do the work (celery -A healthbench_web worker); this command queues it, after
 printing an estimate of the calls, tokens and cost. Graders and policy models are curated
@@ -90,6 +93,11 @@ class Command(BaseCommand):
         source = parser.add_argument_group("what to grade")
         source.add_argument(
             "--responses-from", metavar="RUN", help="grade the responses of RUN on the criteria it graded"
+        )
+        source.add_argument(
+            "--labelled",
+            action="store_true",
+            help="grade every physician-labelled (response, consensus criterion), for `meta_eval`",
         )
         source.add_argument("--policy", metavar="ENDPOINT", help="sample responses from this endpoint")
         source.add_argument("--samples", type=int, default=1, help="responses per conversation")
@@ -200,6 +208,7 @@ class Command(BaseCommand):
             concurrency=options["concurrency"],
             use_cache=not options["no_cache"],
             responses_from=responses_from,
+            labelled=options["labelled"],
             subset=subset,
             policy=self._endpoint(options["policy"]) if options["policy"] else None,
             samples=options["samples"],

@@ -1,0 +1,96 @@
+"""A run of the physician-labelled items: `grade --labelled` grades every labelled (response,
+consensus criterion) of an imported meta-eval file, with no earlier run, and `meta_eval` then
+reports its agreement with the physicians on exactly those items."""
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from grading.metaeval.importer import meta_eval_import
+from grading.models import Endpoint, Grade, Run
+from grading.pipeline.estimate import RunSpec, plan_estimate, run_plan
+from grading.plans import labelled_rubric
+from grading.reports.report import run_report
+from tests.endpoints import endpoint_on
+from tests.metaeval_rows import CATEGORY, OTHER_CATEGORY, lines, meta_row
+
+pytest_plugins = ["tests.llm_server"]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_tasks")]
+
+ROWS = [
+    meta_row("p-1", "c-1", CATEGORY),
+    meta_row("p-1", "c-1", OTHER_CATEGORY, labels=(False, False, True), physicians=(0, 1, 2)),
+    meta_row("p-1", "c-2", CATEGORY, labels=(True,), physicians=(1,)),
+    meta_row("p-2", "c-3", OTHER_CATEGORY, prompt=[{"content": "Is a fever of 39 C serious?", "role": "user"}]),
+]
+
+
+@pytest.fixture
+def grade(llm_server, django_capture_on_commit_callbacks):
+    def call(*args) -> str:
+        if not Endpoint.objects.filter(name="test-grader").exists():
+            endpoint_on(llm_server, "test-grader")
+        out = io.StringIO()
+        with django_capture_on_commit_callbacks(execute=True):
+            call_command("grade", *args, "--grader", "test-grader", stdout=out, stderr=out)
+        return out.getvalue()
+
+    return call
+
+
+def test_the_plan_holds_each_labelled_pair_once():
+    meta_eval_import(lines=lines(*ROWS))
+    rubric = labelled_rubric()
+    assert sorted(len(items) for items in rubric.values()) == [1, 1, 2]
+
+
+def test_the_estimate_counts_the_labelled_pairs(llm_server):
+    meta_eval_import(lines=lines(*ROWS))
+    spec = RunSpec(name="labelled", grader=endpoint_on(llm_server, "test-grader"), labelled=True)
+    plan = run_plan(spec)
+    assert plan.grades == 4
+    assert plan_estimate(spec, plan).grader_calls == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_grade_labelled_then_meta_eval_gives_the_agreement_report(grade, llm_server):
+    meta_eval_import(lines=lines(*ROWS))
+    out = grade("--name", "labelled", "--labelled", "--wait")
+    assert "Grading: 4 grader calls on 3 responses" in out
+    assert out.rstrip().endswith("Done: labelled")
+    run = Run.objects.get(name="labelled")
+    assert run.plan == Run.Plan.LABELLED and run.responses_from is None
+    graded = set(Grade.objects.filter(run=run).values_list("response_id", "criterion_id"))
+    assert graded == {(int(r), items[0]) for r, plan in run.plan_rubric.items() for items in plan}
+    # Every planned grade is there: the report counts none missing.
+    assert run_report(run=run).data["counts"]["missing"] == 0
+    report = io.StringIO()
+    call_command("meta_eval", "labelled", stdout=report)
+    document = json.loads(report.getvalue())
+    assert document["coverage"]["items"] == 4
+    assert document["coverage"]["items_without_grader_label"] == 0
+    assert document["coverage"]["labels"] == 8
+    assert document["model"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_per_response_mode_grades_each_response_in_one_call(grade, llm_server):
+    meta_eval_import(lines=lines(*ROWS))
+    out = grade("--name", "labelled", "--labelled", "--grading-mode", "per-response", "--wait")
+    assert "Done: labelled" in out
+    assert Grade.objects.filter(run__name="labelled", status=Grade.Status.GRADED).count() == 4
+    assert llm_server.calls == 3
+
+
+def test_without_labels_there_is_nothing_to_grade(grade):
+    with pytest.raises(CommandError, match="no response has physician labels"):
+        grade("--name", "labelled", "--labelled")
+
+
+def test_labelled_goes_alone(grade):
+    meta_eval_import(lines=lines(*ROWS))
+    Run.objects.create(name="other", plan=Run.Plan.STORED, status=Run.Status.IMPORTED, samples=1)
+    with pytest.raises(CommandError, match="or the physician-labelled items"):
+        grade("--name", "labelled", "--labelled", "--responses-from", "other")
