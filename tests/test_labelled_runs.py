@@ -61,7 +61,8 @@ def test_grade_labelled_then_meta_eval_gives_the_agreement_report(grade, llm_ser
     assert "Grading: 4 grader calls on 3 responses" in out
     assert out.rstrip().endswith("Done: labelled")
     run = Run.objects.get(name="labelled")
-    assert run.plan == Run.Plan.LABELLED and run.responses_from is None
+    assert run.plan == Run.Plan.LABELLED
+    assert run.responses_from is None
     graded = set(Grade.objects.filter(run=run).values_list("response_id", "criterion_id"))
     assert graded == {(int(r), items[0]) for r, plan in run.plan_rubric.items() for items in plan}
     # Every planned grade is there: the report counts none missing.
