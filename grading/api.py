@@ -163,9 +163,9 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class RunCreateSerializer(serializers.Serializer):
-    """Grade an existing run's responses again (responses_from), or sample a policy endpoint
-    on a subset. Endpoints are named (GET /api/endpoints/); base URLs and key variables
-    are curators' settings and are refused here."""
+    """Grade an existing run's responses again (responses_from), the physician-labelled items
+    (labelled), or sample a policy endpoint on a subset. Endpoints are named (GET
+    /api/endpoints/); base URLs and key variables are curators' settings and are refused here."""
 
     name = serializers.CharField(max_length=200)
     grader = NamedField(slug_field="name", queryset=Endpoint.objects.all(), help_text="The name of a grader endpoint")
@@ -174,6 +174,11 @@ class RunCreateSerializer(serializers.Serializer):
     use_cache = serializers.BooleanField(required=False, default=True)
     responses_from = NamedField(
         slug_field="name", queryset=Run.objects.all(), required=False, allow_null=True, default=None
+    )
+    labelled = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Grade every physician-labelled (response, consensus criterion), for the meta-eval report.",
     )
     policy = NamedField(
         slug_field="name",
@@ -229,6 +234,7 @@ class RunCreateSerializer(serializers.Serializer):
             length_adjusted=data["length_adjusted"],
             healthbench_professional=data["healthbench_professional"],
             responses_from=data["responses_from"],
+            labelled=data["labelled"],
             subset=data["subset"],
             policy=data["policy"] if sampled else None,
             samples=data["samples"],

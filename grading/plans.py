@@ -104,7 +104,8 @@ def labelled_rubric() -> dict[int, list[list]]:
     that a counted physician labelled (the items of a meta-evaluation), in criterion order.
     Responses without text (a label-only import) are left out: there is nothing to grade."""
     pairs = (
-        PhysicianLabel.objects.exclude(physician__status=Physician.Status.REMOVED)
+        PhysicianLabel.objects.filter(criterion__consensus_criterion__isnull=False)
+        .exclude(physician__status=Physician.Status.REMOVED)
         .exclude(response__text="")
         .values_list("response_id", "criterion_id")
         .distinct()

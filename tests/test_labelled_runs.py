@@ -6,8 +6,13 @@ import io
 import json
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
+from annotation.models import Physician
 from grading.metaeval.importer import meta_eval_import
 from grading.models import Endpoint, Grade, Run
 from grading.pipeline.estimate import RunSpec, plan_estimate, run_plan
@@ -15,6 +20,7 @@ from grading.plans import labelled_rubric
 from grading.reports.report import run_report
 from tests.endpoints import endpoint_on
 from tests.metaeval_rows import CATEGORY, OTHER_CATEGORY, lines, meta_row
+from tests.people import person
 
 pytest_plugins = ["tests.llm_server"]
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_tasks")]
@@ -95,3 +101,49 @@ def test_labelled_goes_alone(grade):
     Run.objects.create(name="other", plan=Run.Plan.STORED, status=Run.Status.IMPORTED, samples=1)
     with pytest.raises(CommandError, match="or the physician-labelled items"):
         grade("--name", "labelled", "--labelled", "--responses-from", "other")
+
+
+def test_the_meta_eval_page_launches_each_mode_from_a_bare_import(
+    client, llm_server, django_capture_on_commit_callbacks
+):
+    meta_eval_import(lines=lines(*ROWS))
+    user = User.objects.create_user("researcher")
+    Physician.objects.create(user=user, role=Physician.Role.RESEARCHER)
+    client.force_login(user)
+    assert "Launch the comparison" in client.get(reverse("metaeval_runs")).content.decode()
+    endpoint_on(llm_server, "test-grader")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("graders_comparison_launch"),
+            {
+                "source": "",
+                "grader": "test-grader",
+                "modes": ["per-criterion", "per-response"],
+                "explanation_length": "sentence",
+            },
+        )
+    assert response.status_code == 302
+    launched = list(Run.objects.order_by("id"))
+    assert [r.plan for r in launched] == [Run.Plan.LABELLED] * 2
+    assert [r.grader_config.grading_mode for r in launched] == ["per-criterion", "per-response"]
+    assert all(r.total_items == 4 for r in launched)
+    page = client.get(response["Location"])
+    assert page.status_code == 200
+    assert "per-response" in page.content.decode()
+
+
+def test_the_api_launches_a_run_of_the_labelled_items(llm_server, django_capture_on_commit_callbacks):
+    meta_eval_import(lines=lines(*ROWS))
+    endpoint_on(llm_server, "test-grader")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=person('r', 'researcher')).key}")
+    body = {"name": "labelled", "grader": "test-grader", "labelled": True}
+    estimate = client.post("/api/runs/", body | {"dry_run": True}, format="json")
+    assert estimate.status_code == 200
+    assert estimate.json()["estimate"]["grader_calls"] == 4
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/api/runs/", body, format="json")
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(name="labelled")
+    assert run.plan == Run.Plan.LABELLED
+    assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == 4

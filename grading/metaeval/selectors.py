@@ -155,6 +155,11 @@ def _find_pairs(sorted_pairs: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     return np.where(keys[at] == wanted, at, -1)
 
 
+def labels_exist() -> bool:
+    """Whether any counted physician label is stored (a run of the labelled items can start)."""
+    return _counted_labels().exists()
+
+
 def runs_with_meta_eval() -> list[tuple[Run, int]]:
     """Runs whose grades cover labelled items, newest first, with the number of items covered."""
     labelled = _counted_labels().filter(response_id=OuterRef("response_id"), criterion_id=OuterRef("criterion_id"))

@@ -32,7 +32,7 @@ from grading.metaeval.report import (
     run_meta_eval_analysis_cached,
     run_meta_eval_report_cached,
 )
-from grading.metaeval.selectors import runs_with_meta_eval
+from grading.metaeval.selectors import labels_exist, runs_with_meta_eval
 from grading.models import Endpoint, ExplanationLength, GradingMode, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError
 from grading.pipeline.runs import QueueUnavailable, run_launch
@@ -79,6 +79,7 @@ def metaeval_runs(request: HttpRequest) -> HttpResponse:
         "runs": runs,
         "max_runs": MAX_RUNS,
         "launch": GraderComparisonLaunchForm(sources=[run for run, _ in runs]),
+        "labels_exist": bool(runs) or labels_exist(),
     }
     return render(request, "metaeval/runs.html", context)
 
@@ -130,13 +131,16 @@ def metaeval_download(request: HttpRequest, fmt: str) -> HttpResponse:
 
 
 class GraderComparisonLaunchForm(forms.Form):
-    """Grade the labelled items of a run again, once per chosen mode, with one grader."""
+    """Grade the physician-labelled items (all of them, or those a run graded) once per chosen
+    mode, with one grader."""
 
     source = forms.ModelChoiceField(
         Run.objects.order_by("-created"),
         to_field_name="code",
-        label="Items of run",
-        help_text="A run that graded the physician-labelled items (e.g. the imported grader labels)",
+        required=False,
+        empty_label="All the physician-labelled items",
+        label="Items",
+        help_text="Every labelled item of the imported meta-eval files, or the labelled items a run graded",
     )
     grader = forms.ModelChoiceField(Endpoint.objects.order_by("name"), to_field_name="name", label="Grader endpoint")
     modes = forms.MultipleChoiceField(
@@ -198,13 +202,15 @@ def graders_comparison_launch(request: HttpRequest) -> HttpResponse:
         return redirect("metaeval_runs")
     source, grader = form.cleaned_data["source"], form.cleaned_data["grader"]
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    items = f"items of {source.name}" if source is not None else "physician-labelled items"
     launched = []
     try:
         for mode in form.cleaned_data["modes"]:
             spec = RunSpec(
-                name=f"{source.name[:120]} · {grader.name[:40]} {mode} {stamp}",
+                name=f"{(source.name if source is not None else items)[:120]} · {grader.name[:40]} {mode} {stamp}",
                 grader=grader,
                 responses_from=source,
+                labelled=source is None,
                 grading_mode=mode,
                 explanation_length=form.cleaned_data["explanation_length"] if mode == GradingMode.PER_RESPONSE else "",
             )
@@ -214,7 +220,11 @@ def graders_comparison_launch(request: HttpRequest) -> HttpResponse:
         if not launched:
             return redirect("metaeval_runs")
     messages.success(
-        request, f"Launched {len(launched)} runs on the items of {source.name}; figures fill in as they grade."
+        request,
+        f"Launched {len(launched)} run{'s' if len(launched) != 1 else ''} on the {items}; "
+        "figures fill in as they grade.",
     )
-    query = "&".join(f"run={run.code}" for run in [source, *launched])
-    return redirect(f"{reverse('graders_comparison')}?{query}")
+    compared = [run for run in [source, *launched] if run is not None]
+    query = "&".join(f"run={run.code}" for run in compared)
+    # One run alone has nobody to be compared with: its own meta-eval report then.
+    return redirect(f"{reverse('graders_comparison' if len(compared) > 1 else 'metaeval_report')}?{query}")
