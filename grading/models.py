@@ -292,6 +292,10 @@ class Run(models.Model):
         # An imported file's items; also a run recorded before runs had plans (migration 0012).
         STORED = "stored", "its stored grades"
 
+    class Bootstrap(models.TextChoices):
+        SHARED = "shared", "one resampling of the examples shared by every metric"
+        PER_METRIC = "per-metric", "one resampling per metric"
+
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=200, unique=True)
     # No default: a run stored without a plan breaks the run_has_plan constraint.
@@ -329,6 +333,11 @@ class Run(models.Model):
     length_adjusted = models.BooleanField(default=False)
     length_centre = models.PositiveIntegerField(default=DEFAULT_LENGTH_CENTRE)
     length_penalty = models.FloatField(default=DEFAULT_LENGTH_PENALTY)
+    # How the report draws its bootstrap stds (grading.reports.scoring): a run's numbers never
+    # change, so the runs recorded before the shared resampling keep one resampling per metric.
+    bootstrap = models.CharField(
+        max_length=16, choices=Bootstrap.choices, default=Bootstrap.SHARED, db_default=Bootstrap.PER_METRIC
+    )
     # Grades the run will hold when complete (graded or failed).
     total_items = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)

@@ -384,3 +384,21 @@ def test_out_writes_the_report_to_a_file(db, tmp_path):
 def test_an_unknown_run_is_an_error(db):
     with pytest.raises(CommandError, match="no run named 'nope'"):
         call_command("run_report", "nope", stdout=StringIO())
+
+
+def test_a_run_recorded_before_the_shared_bootstrap_keeps_its_numbers(db, tmp_path):
+    run = import_fixture("mixed", tmp_path)
+    assert run.bootstrap == Run.Bootstrap.SHARED  # every new run
+    # The migration gives the runs already recorded the per-metric draw they were reported with.
+    assert Run._meta.get_field("bootstrap").db_default == Run.Bootstrap.PER_METRIC
+    shared = run_report(run=run).data
+    Run.objects.filter(id=run.id).update(bootstrap=Run.Bootstrap.PER_METRIC)
+    run.refresh_from_db()
+    old = run_report(run=run).data
+    expected = scoring.reference_summary(scoring.aggregate(load("mixed")["reference_response_metrics"], seed=0))
+    expected.pop("score")
+    assert old["metrics"] == pytest.approx(expected, abs=1e-12)
+    assert {k: v for k, v in shared["metrics"].items() if not k.endswith(":bootstrap_std")} == {
+        k: v for k, v in old["metrics"].items() if not k.endswith(":bootstrap_std")
+    }
+    assert shared["metrics"]["overall_score:bootstrap_std"] != old["metrics"]["overall_score:bootstrap_std"]

@@ -460,3 +460,61 @@ def test_correlation_of_a_perfect_line_is_one():
 )
 def test_correlation_is_none_when_undefined(lengths, scores):
     assert scoring.length_score_correlation(lengths, scores) is None
+
+
+# --- one resampling shared by every metric ---------------------------------------------------
+
+
+def realistic_columns(n: int = 3000, seed: int = 11) -> dict[str, np.ndarray]:
+    """Per-response columns shaped like a run's: overall scores (some negative), themes on a
+    share of the responses each, and cluster scores that are 0 or 1 on a few responses."""
+    rng = np.random.default_rng(seed)
+    overall = np.clip(rng.normal(0.45, 0.3, n), -0.6, 1.0)
+    theme = rng.integers(0, 4, n)
+    columns = {scoring.OVERALL: overall, "axis:accuracy": np.clip(overall + rng.normal(0, 0.2, n), -1, 1)}
+    for t in range(4):
+        columns[f"theme:t{t}"] = np.where(theme == t, overall, np.nan)
+    for c in range(6):
+        share = rng.random(n) < 0.05 * (c + 1)
+        columns[f"cluster:c{c}"] = np.where(share, (rng.random(n) < 0.3 + 0.1 * c).astype(float), np.nan)
+    columns["cluster:rare"] = np.where(np.arange(n) < 3, 1.0, np.nan)
+    return columns
+
+
+def test_the_shared_bootstrap_agrees_with_the_per_metric_one():
+    # Each std is an estimate from 1000 resamples (about 2% apart from the truth); two
+    # independent ones, drawn differently, stay well within 12%.
+    columns = realistic_columns()
+    per_metric = scoring.aggregate_columns(columns, seed=0, method=scoring.PER_METRIC)
+    shared = scoring.aggregate_columns(columns, seed=0, method=scoring.SHARED)
+    assert shared.keys() == per_metric.keys()
+    for key, value in per_metric.items():
+        if key.endswith(":bootstrap_std"):
+            assert shared[key] == pytest.approx(value, rel=0.12, abs=0.002), key
+        else:
+            assert shared[key] == value, key
+
+
+def test_the_shared_bootstrap_is_the_standard_error_of_the_mean_and_reproducible():
+    values = np.random.default_rng(2).random((4000, 1))
+    expected = values.std() / math.sqrt(values.size)
+    std = scoring.shared_bootstrap_stds(values, seed=0)
+    assert std[0] == pytest.approx(expected, rel=0.1)
+    assert scoring.shared_bootstrap_stds(values, seed=0)[0] == std[0]
+    assert scoring.shared_bootstrap_stds(values, seed=1)[0] != std[0]
+    assert scoring.shared_bootstrap_stds(np.array([[0.3]]), seed=0)[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_per_metric_bootstrap_is_the_one_runs_had():
+    # Runs recorded before the shared resampling keep their numbers: aggregate_columns'
+    # default is the per-metric draw, the same as aggregate's.
+    data = load("mixed")
+    per_response = per_response_metrics(data)
+    names = sorted({name for metrics in per_response for name in metrics})
+    columns = {name: np.array([m.get(name, np.nan) for m in per_response]) for name in names}
+    assert scoring.aggregate_columns(columns, seed=3) == scoring.aggregate(per_response, seed=3)
+
+
+def test_an_unknown_bootstrap_method_is_refused():
+    with pytest.raises(ValueError, match="unknown bootstrap method"):
+        scoring.aggregate_columns({scoring.OVERALL: np.array([0.5])}, method="other")

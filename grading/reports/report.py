@@ -78,7 +78,13 @@ def length_adjustment(run: Run) -> dict | None:
     return {"centre": run.length_centre, "penalty_per_500": run.length_penalty}
 
 
-def _report_data(grades: RunGrades, scores: scoring.ResponseScores, seed: int | None, adjustment: dict | None) -> dict:
+def _report_data(
+    grades: RunGrades,
+    scores: scoring.ResponseScores,
+    seed: int | None,
+    adjustment: dict | None,
+    bootstrap: str = scoring.PER_METRIC,
+) -> dict:
     overall = scores["metrics"][scoring.OVERALL]
     if scores["n_scored"]:
         columns = dict(scores["metrics"])
@@ -89,7 +95,7 @@ def _report_data(grades: RunGrades, scores: scoring.ResponseScores, seed: int | 
                 centre=adjustment["centre"],
                 penalty=adjustment["penalty_per_500"],
             )
-        summary = scoring.reference_summary(scoring.aggregate_columns(columns, seed=seed))
+        summary = scoring.reference_summary(scoring.aggregate_columns(columns, seed=seed, method=bootstrap))
         score = summary.pop("score")
     else:
         summary, score = {}, None
@@ -134,7 +140,7 @@ def run_report(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
     status = np.where(scores["scored"], 0, np.where(_incomplete(grades), 1, 2)).astype(np.uint8)
     # NaN (left out) sorts last; ties keep response order, which is file order for an imported run.
     order = np.argsort(overall, kind="stable")
-    data = _report_data(grades, scores, seed, length_adjustment(run))
+    data = _report_data(grades, scores, seed, length_adjustment(run), run.bootstrap)
     data["grader"] = grader_mark(run)
     return RunReport(
         data=data,

@@ -40,6 +40,9 @@ MET, NOT_MET, MISSING = 1, 0, -1  # codes of ``grade_met`` in the bulk path
 # The bootstrap index matrix is drawn in row blocks of about this many entries, so that
 # 80,000 responses x 1000 resamples never sits in memory at once (it would be 640 MB).
 _BOOTSTRAP_BLOCK = 1 << 22
+# How a run's bootstrap std is drawn (Run.bootstrap): one resampling of the examples shared by
+# every metric, or, as runs finished before the shared one kept, one resampling per metric.
+SHARED, PER_METRIC = "shared", "per-metric"
 # A multinomial draw per distinct value costs about as much as 16 index draws.
 _DISTINCT_RATIO = 16
 
@@ -133,6 +136,60 @@ def bootstrap_std(values: npt.ArrayLike, *, n_resamples: int = N_RESAMPLES, seed
     return float(np.clip(means, 0.0, 1.0).std())
 
 
+def _poisson_table(bits: int = 16) -> npt.NDArray[np.float32]:
+    """Poisson(1) counts by inverse CDF for every ``bits``-bit random integer: one table look-up
+    per count instead of a draw and a tally per resampled example."""
+    k = np.arange(32)
+    cdf = np.cumsum(np.exp(-1.0) / np.cumprod(np.r_[1.0, k[1:]]))
+    thresholds = np.round(cdf * (1 << bits))
+    return np.searchsorted(thresholds, np.arange(1 << bits), side="right").astype(np.float32)
+
+
+_POISSON = _poisson_table()
+
+
+def shared_bootstrap_stds(values: npt.ArrayLike, *, n_resamples: int = N_RESAMPLES, seed: Seed = None) -> FloatArray:
+    """The bootstrap std of every column's clipped mean from one resampling of the rows.
+
+    ``values`` is (examples x metrics), NaN where an example lacks the metric. Each resample
+    gives every example a count, Poisson(1) (the Poisson bootstrap: at hundreds of examples
+    and more it is the multinomial draw of n examples but for a count that varies by about
+    sqrt(n), and it costs a table look-up per example instead of a draw and a tally). Every
+    metric's mean in the resample is then the count-weighted mean over the examples that
+    have it: one matrix product for all metrics instead of a resampling per metric. A
+    resample that drew none of a metric's examples says nothing about it and is left out
+    of its std."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] == 0:
+        raise ValueError("values must be a non-empty (examples x metrics) matrix")
+    rng = np.random.default_rng(seed)
+    n, m = v.shape
+    present = ~np.isnan(v)
+    # Metrics present on the same examples (overall, the axes, ...) share one count column.
+    packed = np.packbits(present, axis=0)
+    first_of: dict[bytes, int] = {}
+    mask_of = np.array([first_of.setdefault(packed[:, j].tobytes(), len(first_of)) for j in range(m)], dtype=np.intp)
+    masks = present[:, [list(mask_of).index(i) for i in range(len(first_of))]]
+    # Centred on each metric's mean, the sums stay small and float32 keeps them to ~1e-7 of
+    # the spread of the resampled means; float32 halves the cost of the product.
+    centre = np.array([v[present[:, j], j].mean() for j in range(m)])
+    weights = np.concatenate([np.where(present, v - centre, 0.0), masks], axis=1).astype(np.float32)
+    means = np.empty((n_resamples, m))
+    rows = max(1, _BOOTSTRAP_BLOCK // n)
+    for start in range(0, n_resamples, rows):
+        stop = min(start + rows, n_resamples)
+        counts = _POISSON[rng.integers(0, _POISSON.size, size=(stop - start, n), dtype=np.uint16)]
+        sums = (counts @ weights).astype(np.float64)
+        totals = sums[:, m:][:, mask_of]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means[start:stop] = np.where(totals > 0, sums[:, :m] / totals + centre, np.nan)
+    clipped = np.clip(means, 0.0, 1.0)
+    drawn = ~np.isnan(clipped)
+    k = np.maximum(drawn.sum(axis=0), 1)
+    mean = np.where(drawn, clipped, 0.0).sum(axis=0) / k
+    return np.sqrt((np.where(drawn, clipped - mean, 0.0) ** 2).sum(axis=0) / k)
+
+
 def _summarise(columns: Iterable[tuple[str, FloatArray]], n_resamples: int, seed: int | None) -> dict[str, float | int]:
     out: dict[str, float | int] = {}
     for name, values in columns:
@@ -165,15 +222,38 @@ def aggregate_columns(
     *,
     n_resamples: int = N_RESAMPLES,
     seed: int | None = None,
+    method: str = PER_METRIC,
 ) -> dict[str, float | int]:
-    """Run metrics from per-response columns in which NaN means "this response lacks it"."""
-    arrays = []
-    for name, column in columns.items():
-        values = np.asarray(column, dtype=np.float64)
-        values = values[~np.isnan(values)]
-        if values.size:
-            arrays.append((name, values))
-    return _summarise(arrays, n_resamples, seed)
+    """Run metrics from per-response columns in which NaN means "this response lacks it".
+
+    ``method`` is how the bootstrap std is drawn: ``PER_METRIC`` (a random stream per metric
+    name, :func:`bootstrap_std`) or ``SHARED`` (one resampling of the responses for every
+    metric, :func:`shared_bootstrap_stds`); the means and counts are the same either way."""
+    if method == PER_METRIC:
+        arrays = []
+        for name, column in columns.items():
+            values = np.asarray(column, dtype=np.float64)
+            values = values[~np.isnan(values)]
+            if values.size:
+                arrays.append((name, values))
+        return _summarise(arrays, n_resamples, seed)
+    if method != SHARED:
+        raise ValueError(f"unknown bootstrap method {method!r}")
+    named = [(name, np.asarray(column, dtype=np.float64)) for name, column in columns.items()]
+    named = [(name, values) for name, values in named if not np.isnan(values).all()]
+    if not named:
+        return {}
+    matrix = np.stack([values for _, values in named], axis=1)
+    # Responses with no metric at all (left out of the scores) take no part in the resampling.
+    matrix = matrix[~np.isnan(matrix).all(axis=1)]
+    stds = shared_bootstrap_stds(matrix, n_resamples=n_resamples, seed=seed)
+    out: dict[str, float | int] = {}
+    for (name, values), std in zip(named, stds.tolist(), strict=True):
+        kept = values[~np.isnan(values)]
+        out[name] = clipped_mean(kept)
+        out[f"{name}:n_samples"] = int(kept.size)
+        out[f"{name}:bootstrap_std"] = float(std)
+    return out
 
 
 def reference_summary(metrics: Mapping[str, float | int]) -> dict[str, float | int]:
