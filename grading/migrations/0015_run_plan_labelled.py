@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("annotation", "0009_physician_drafts_cant_judge_guidelines"),
-        ("grading", "0013_stored_reports"),
+        ("grading", "0014_run_bootstrap"),
     ]
 
     operations = [
