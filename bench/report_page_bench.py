@@ -23,10 +23,15 @@ requests).
 Also (first, in this process): the finished run's report read back from the database
 (grading.reports.stored), as any process does after a cache flush, beside computing it.
 
-Usage: .venv/bin/python bench/report_page_bench.py [--conversations 5000] [--samples 16] [--reuse] [--stored-only]
+Also first: a running run's report recomputed cold (loading, bootstrap, total; target <= 2 s at
+paper size) beside today's code (a Python tuple per grade, a resampling per metric).
+
+Usage: .venv/bin/python bench/report_page_bench.py [--conversations 5000] [--samples 16] [--reuse]
+       [--stored-only] [--recompute-only] [--recompute-rounds 3]
 """
 
 import argparse
+import contextlib
 import http.client
 import os
 import shutil
@@ -348,6 +353,43 @@ def _stored_figures(run, rounds: int) -> None:
     print(f"  ratio: {cold / p95:.0f}x faster at p95")
 
 
+def _recompute_figures(run, rounds: int) -> None:
+    """A running run's report recomputed at a progress step (no cache, no stored report), in this
+    process: loading the grades, the bootstrap and the whole report, today's code (a Python
+    tuple per grade, a resampling per metric) beside the new one (aggregated columns, one
+    resampling shared by every metric), interleaved round by round."""
+    from unittest import mock
+
+    from grading.models import Run
+    from grading.reports import scoring, selectors
+    from grading.reports.report import run_report
+
+    def today():
+        return mock.patch.object(selectors, "_grade_columns_aggregated", selectors._grade_columns_by_row)
+
+    sides = {"today": (today, Run.Bootstrap.PER_METRIC), "new": (contextlib.nullcontext, Run.Bootstrap.SHARED)}
+    times: dict[str, dict[str, list[float]]] = {side: defaultdict(list) for side in sides}
+    for _ in range(rounds):
+        for side, (loader, method) in sides.items():
+            with loader():
+                start = time.perf_counter()
+                grades = selectors.run_grades_get(run=run)
+                times[side]["loading"].append(time.perf_counter() - start)
+                columns = scoring.score_grades(**grades.score_arrays())["metrics"]
+                start = time.perf_counter()
+                scoring.aggregate_columns(columns, seed=0, method=method)
+                times[side]["bootstrap"].append(time.perf_counter() - start)
+                run.bootstrap = method
+                start = time.perf_counter()
+                run_report(run=run)
+                times[side]["total"].append(time.perf_counter() - start)
+    print(f"cold recompute of the report, in this process (median of {rounds}, interleaved):")
+    for part in ("loading", "bootstrap", "total"):
+        before, after = (statistics.median(times[side][part]) for side in sides)
+        target = " (target <= 2 s on a quiet machine)" if part == "total" else ""
+        print(f"  {part}: {after * 1000:.0f} ms, today's code {before * 1000:.0f} ms, {before / after:.1f}x{target}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conversations", type=int, default=5000)
@@ -361,6 +403,12 @@ def main() -> None:
     parser.add_argument(
         "--stored-only", action="store_true", help="only time the stored report against computing it (no servers)"
     )
+    parser.add_argument(
+        "--recompute-only",
+        action="store_true",
+        help="only time a cold recompute of the report against today's code (no servers)",
+    )
+    parser.add_argument("--recompute-rounds", type=int, default=3, help="cold recomputes per side")
     args = parser.parse_args()
 
     prefix = f"bench-report-{uuid.uuid4().hex[:8]}"
@@ -372,6 +420,9 @@ def main() -> None:
     env["DATABASE_URL"] = os.environ["DATABASE_URL"]
     paths = _paths(str(run.code))
     print(f"run: {args.conversations} conversations x {args.samples} samples, {n_grades:,} grades (finished)")
+    _recompute_figures(run, rounds=args.recompute_rounds)
+    if args.recompute_only:
+        return
     _stored_figures(run, rounds=30)
     if args.stored_only:
         return
