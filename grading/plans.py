@@ -224,6 +224,10 @@ def _graded_rubric(run: Run) -> dict[int, dict[object, tuple]]:
 
 def rubric_drift(run: Run) -> RubricDrift:
     """Criteria added, edited or deleted since the run on the conversations it graded."""
+    if run.plan == Run.Plan.LABELLED:
+        # Its plan is the labelled pairs, not the conversations' rubrics: their other
+        # criteria were never part of it, and none of them moved it.
+        return RubricDrift()
     baseline = _graded_rubric(run)
     drift = RubricDrift()
     if not baseline:

@@ -12,11 +12,11 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.models import Physician
+from annotation.models import Criterion, Physician
 from grading.metaeval.importer import meta_eval_import
 from grading.models import Endpoint, Grade, Run
 from grading.pipeline.estimate import RunSpec, plan_estimate, run_plan
-from grading.plans import labelled_rubric
+from grading.plans import labelled_rubric, rubric_drift
 from grading.reports.report import run_report
 from tests.endpoints import endpoint_on
 from tests.metaeval_rows import CATEGORY, OTHER_CATEGORY, lines, meta_row
@@ -147,3 +147,22 @@ def test_the_api_launches_a_run_of_the_labelled_items(llm_server, django_capture
     run = Run.objects.get(name="labelled")
     assert run.plan == Run.Plan.LABELLED
     assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_criteria_of_the_conversation_outside_the_labels_are_no_rubric_change(grade):
+    meta_eval_import(lines=lines(*ROWS))
+    grade("--name", "labelled", "--labelled", "--wait")
+    run = Run.objects.get(name="labelled")
+    conversation = Grade.objects.filter(run=run).first().response.conversation
+    # A consensus criterion attached to the conversation that no physician labelled.
+    Criterion.objects.create(
+        conversation=conversation,
+        text="Says when to see a doctor.",
+        points=5,
+        position=99,
+        level=Criterion.Level.CLUSTER,
+        tags=["level:cluster", "cluster:unlabelled"],
+    )
+    assert not rubric_drift(run).moved
+    assert run_report(run=run).data["counts"]["missing"] == 0
