@@ -159,7 +159,11 @@ def upstream_calls(gateway: Gateway, model: str) -> int:
     ids=["chat", "responses"],
 )
 def test_a_run_grades_through_the_gateway_with_usage_and_cost(gateway, fields):
-    # Other responses in each mode (the seed), so that each writes prompt prefixes of its own to the cache.
+    # Every grader prompt starts with the same instructions, so the first mode's run would leave
+    # them cached for the second, whose short conversations then add no whole cache step: forget
+    # what the server cached, so that each mode writes prefixes of its own and then reads them.
+    with gateway.upstream.lock:
+        gateway.upstream.prefixes.clear()
     source = imported_run(conversations=2, samples=2, n_criteria=4, seed=len(fields))
     run = grade_all(
         run_launch(spec=RunSpec(name="gw", grader=on_gateway(gateway, **fields, **PRICES), responses_from=source))
