@@ -35,6 +35,7 @@ os.environ.setdefault("ENDPOINT_ALLOW_PRIVATE_NETWORKS", "1")
 os.environ.setdefault("GRADING_BATCH_POLL_SECONDS", "0.1")
 
 from bench._db import fresh_postgres
+from bench._source_runs import stored_run
 
 PAPER_CONVERSATIONS = 5_000
 FILLER = (
@@ -71,7 +72,7 @@ def build_source(conversations: int):
     """An imported run: one response per conversation, 11 or 12 criteria (11.4 on average),
     a conversation of ~1,500 characters and a response of ~1,150."""
     from annotation.models import Conversation, Criterion
-    from grading.models import Grade, Response, Run
+    from grading.models import Response
 
     rng = random.Random(0)
     rows = Conversation.objects.bulk_create(
@@ -107,28 +108,7 @@ def build_source(conversations: int):
             for c in rows
         ]
     )
-    run = Run.objects.create(plan=Run.Plan.STORED, name="batch-bench-source", status=Run.Status.IMPORTED, samples=1)
-    by_conversation: dict[int, list] = {}
-    for criterion in criteria:
-        by_conversation.setdefault(criterion.conversation_id, []).append(criterion)
-    Grade.objects.bulk_create(
-        [
-            Grade(
-                run=run,
-                response=r,
-                criterion=c,
-                position=c.position,
-                criterion_text=c.text,
-                points=c.points,
-                tags=c.tags,
-                met=WORDS[c.position] in r.text.split(),
-            )
-            for r in responses
-            for c in by_conversation[r.conversation_id]
-        ],
-        batch_size=5000,
-    )
-    return run
+    return stored_run("batch-bench-source", 1, criteria, responses, WORDS)
 
 
 def _spec_fields(mode: str) -> dict:

@@ -41,6 +41,7 @@ os.environ.setdefault("ENDPOINT_ALLOW_PRIVATE_NETWORKS", "1")
 os.environ.setdefault("CELERY_QUEUE_PREFIX", f"bench-grading-{os.getpid()}")
 
 from bench._db import REPO, fresh_postgres
+from bench._source_runs import stored_run
 
 FILLER = "rest fluids fever paracetamol dose hours doctor clinic warning sign breathing rash drink sleep watch".split()
 WORDS = ["kiwi", "mango", "papaya", "guava", "lychee", "quince", "feijoa", "durian", "longan", "rambutan"]
@@ -67,7 +68,7 @@ def build_source(n_grades: int, samples: int = 4):
     """An imported run of n_grades grades: 10 criteria per response, 4 responses per conversation,
     prompts of about 4,500 characters (a few turns and a reply of ~1,500 characters)."""
     from annotation.models import Conversation, Criterion
-    from grading.models import Grade, Response, Run
+    from grading.models import Response
 
     rng = random.Random(0)
     n_responses = n_grades // CRITERIA
@@ -110,28 +111,7 @@ def build_source(n_grades: int, samples: int = 4):
             for k in range(samples)
         ]
     )
-    run = Run.objects.create(plan=Run.Plan.STORED, name="bench-source", status=Run.Status.IMPORTED, samples=samples)
-    by_conversation: dict[int, list[Criterion]] = {}
-    for criterion in criteria:
-        by_conversation.setdefault(criterion.conversation_id, []).append(criterion)
-    Grade.objects.bulk_create(
-        [
-            Grade(
-                run=run,
-                response=r,
-                criterion=c,
-                position=c.position,
-                criterion_text=c.text,
-                points=c.points,
-                tags=c.tags,
-                met=WORDS[c.position] in r.text.split(),
-            )
-            for r in responses
-            for c in by_conversation[r.conversation_id]
-        ],
-        batch_size=5000,
-    )
-    return run
+    return stored_run("bench-source", samples, criteria, responses, WORDS)
 
 
 def process_tree_cpu(root: int) -> float:
