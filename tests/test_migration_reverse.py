@@ -7,15 +7,10 @@ from django.db.migrations.exceptions import IrreversibleError
 from django.db.migrations.executor import MigrationExecutor
 
 from annotation.models import Conversation
+from tests.migrating import migrate_to
 
 BACK = [("annotation", "0007_workflow")]
 CANARY = "c" * 252  # the public files' canary strings are longer than the 200 characters of 0007
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -25,7 +20,7 @@ def test_migrating_back_refuses_while_a_value_would_be_cut_and_lists_it():
     Conversation.objects.create(prompt_id="short-canary", messages=[{"role": "user", "content": "hi"}], canary="ok")
     try:
         with pytest.raises(IrreversibleError) as refused:
-            _migrate(BACK)
+            migrate_to(BACK)
         message = str(refused.value)
         assert "long-canary (252 characters)" in message
         assert "short-canary" not in message
@@ -34,7 +29,7 @@ def test_migrating_back_refuses_while_a_value_would_be_cut_and_lists_it():
         assert Conversation.objects.get(prompt_id="long-canary").canary == CANARY, "nothing was cut"
 
         Conversation.objects.filter(prompt_id="long-canary").update(canary="c" * 200)
-        _migrate(BACK)  # with nothing too long, it goes back
+        migrate_to(BACK)  # with nothing too long, it goes back
     finally:
-        _migrate(leaves)
+        migrate_to(leaves)
     assert Conversation.objects.get(prompt_id="long-canary").canary == "c" * 200

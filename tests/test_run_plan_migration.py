@@ -4,22 +4,17 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.migrating import migrate_to
+
 BEFORE = [("grading", "0011_grading_modes")]
 AFTER = [("grading", "0012_run_plan")]
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)
 def test_runs_without_a_plan_get_one_from_what_they_hold():
     leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
     try:
-        old = _migrate(BEFORE)
+        old = migrate_to(BEFORE)
         Run = old.get_model("grading", "Run")
         Subset = old.get_model("annotation", "Subset")
         SubsetVersion = old.get_model("annotation", "SubsetVersion")
@@ -31,7 +26,7 @@ def test_runs_without_a_plan_get_one_from_what_they_hold():
         legacy = Run.objects.create(name="legacy", status="done", subset=subset)
         demo = Run.objects.create(name="demo-run", status="done")
 
-        new = _migrate(AFTER)
+        new = migrate_to(AFTER)
         plans = dict(new.get_model("grading", "Run").objects.values_list("name", "plan"))
         assert plans == {
             on_version.name: "subset_version",
@@ -41,4 +36,4 @@ def test_runs_without_a_plan_get_one_from_what_they_hold():
             demo.name: "stored",
         }
     finally:
-        _migrate(leaves)
+        migrate_to(leaves)
