@@ -24,15 +24,16 @@ Also (first, in this process): the finished run's report read back from the data
 (grading.reports.stored), as any process does after a cache flush, beside computing it.
 
 Also first: a running run's report recomputed cold (loading, bootstrap, total; target <= 2 s at
-paper size) beside today's code (a Python tuple per grade, a resampling per metric).
+paper size) beside the code before issue 18 (--recompute-baseline-ref; a Python tuple per
+grade, a resampling per metric), run from a git checkout in a subprocess on the same database.
 
 Usage: .venv/bin/python bench/report_page_bench.py [--conversations 5000] [--samples 16] [--reuse]
-       [--stored-only] [--recompute-only] [--recompute-rounds 3]
+       [--stored-only] [--recompute-only] [--recompute-rounds 3] [--recompute-baseline-ref REF]
 """
 
 import argparse
-import contextlib
 import http.client
+import json
 import os
 import shutil
 import signal
@@ -55,6 +56,7 @@ from bench._server import wait_for_healthz  # noqa: E402
 TARGET_WARM_P95_MS = 300
 PRIMING = 6  # requests per download before the measured ones
 BASELINE_REF = "f2887d2"  # main before issue 15: per-process cache, fingerprint query per request
+RECOMPUTE_BASELINE_REF = "1ff7d93"  # main before issue 18: a tuple per grade, a resampling per metric
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SECRET_KEY = "bench-report-page-" + "x" * 50
 DOWNLOADS = ("page", "json", "csv")
@@ -353,41 +355,77 @@ def _stored_figures(run, rounds: int) -> None:
     print(f"  ratio: {cold / p95:.0f}x faster at p95")
 
 
-def _recompute_figures(run, rounds: int) -> None:
-    """A running run's report recomputed at a progress step (no cache, no stored report), in this
-    process: loading the grades, the bootstrap and the whole report, today's code (a Python
-    tuple per grade, a resampling per metric) beside the new one (aggregated columns, one
-    resampling shared by every metric), interleaved round by round."""
-    from unittest import mock
+# Run inside a tree of the baseline commit by _baseline_recompute: one cold recompute of the
+# bench run's report with that commit's code (loading, bootstrap, total), as JSON on stdout.
+_BASELINE_RECOMPUTE = """
+import json, sys, time
+import django
+django.setup()
+from grading.models import Run
+from grading.reports import scoring, selectors
+from grading.reports.report import run_report
+run = Run.objects.get(name="bench")
+run_report(run=run)  # untimed: imports and the first query, as this process has done already
+times = {}
+start = time.perf_counter()
+grades = selectors.run_grades_get(run=run)
+times["loading"] = time.perf_counter() - start
+columns = scoring.score_grades(**grades.score_arrays())["metrics"]
+start = time.perf_counter()
+scoring.aggregate_columns(columns, seed=0)
+times["bootstrap"] = time.perf_counter() - start
+start = time.perf_counter()
+run_report(run=run)
+times["total"] = time.perf_counter() - start
+json.dump(times, sys.stdout)
+"""
 
+
+def _baseline_recompute(tree: Path) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run(
+        [sys.executable, "-c", _BASELINE_RECOMPUTE], cwd=tree, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode:
+        raise SystemExit(f"the baseline's recompute failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _recompute_figures(run, rounds: int, baseline_ref: str) -> None:
+    """A running run's report recomputed at a progress step (no cache, no stored report): loading
+    the grades, the bootstrap and the whole report. Baseline: the code before issue 18 (a
+    Python tuple per grade, a resampling per metric), checked out from git and run in a
+    subprocess on the same database; ours in this process, warmed the same way. Interleaved
+    round by round."""
     from grading.models import Run
     from grading.reports import scoring, selectors
     from grading.reports.report import run_report
 
-    def today():
-        return mock.patch.object(selectors, "_grade_columns_aggregated", selectors._grade_columns_by_row)
-
-    sides = {"today": (today, Run.Bootstrap.PER_METRIC), "new": (contextlib.nullcontext, Run.Bootstrap.SHARED)}
-    times: dict[str, dict[str, list[float]]] = {side: defaultdict(list) for side in sides}
-    for _ in range(rounds):
-        for side, (loader, method) in sides.items():
-            with loader():
-                start = time.perf_counter()
-                grades = selectors.run_grades_get(run=run)
-                times[side]["loading"].append(time.perf_counter() - start)
-                columns = scoring.score_grades(**grades.score_arrays())["metrics"]
-                start = time.perf_counter()
-                scoring.aggregate_columns(columns, seed=0, method=method)
-                times[side]["bootstrap"].append(time.perf_counter() - start)
-                run.bootstrap = method
-                start = time.perf_counter()
-                run_report(run=run)
-                times[side]["total"].append(time.perf_counter() - start)
-    print(f"cold recompute of the report, in this process (median of {rounds}, interleaved):")
+    tree = _baseline_tree(baseline_ref)
+    run.bootstrap = Run.Bootstrap.SHARED
+    run_report(run=run)  # untimed, as in the baseline's process
+    times: dict[str, dict[str, list[float]]] = {side: defaultdict(list) for side in ("baseline", "new")}
+    try:
+        for _ in range(rounds):
+            for part, seconds in _baseline_recompute(tree).items():
+                times["baseline"][part].append(seconds)
+            start = time.perf_counter()
+            grades = selectors.run_grades_get(run=run)
+            times["new"]["loading"].append(time.perf_counter() - start)
+            columns = scoring.score_grades(**grades.score_arrays())["metrics"]
+            start = time.perf_counter()
+            scoring.aggregate_columns(columns, seed=0, method=Run.Bootstrap.SHARED)
+            times["new"]["bootstrap"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            run_report(run=run)
+            times["new"]["total"].append(time.perf_counter() - start)
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+    print(f"cold recompute of the report (median of {rounds}, interleaved with the baseline, {baseline_ref}):")
     for part in ("loading", "bootstrap", "total"):
-        before, after = (statistics.median(times[side][part]) for side in sides)
+        before, after = (statistics.median(times[side][part]) for side in ("baseline", "new"))
         target = " (target <= 2 s on a quiet machine)" if part == "total" else ""
-        print(f"  {part}: {after * 1000:.0f} ms, today's code {before * 1000:.0f} ms, {before / after:.1f}x{target}")
+        print(f"  {part}: {after * 1000:.0f} ms, baseline {before * 1000:.0f} ms, {before / after:.1f}x{target}")
 
 
 def main() -> None:
@@ -409,6 +447,9 @@ def main() -> None:
         help="only time a cold recompute of the report against today's code (no servers)",
     )
     parser.add_argument("--recompute-rounds", type=int, default=3, help="cold recomputes per side")
+    parser.add_argument(
+        "--recompute-baseline-ref", default=RECOMPUTE_BASELINE_REF, help="the commit the recompute is measured against"
+    )
     args = parser.parse_args()
 
     prefix = f"bench-report-{uuid.uuid4().hex[:8]}"
@@ -420,7 +461,7 @@ def main() -> None:
     env["DATABASE_URL"] = os.environ["DATABASE_URL"]
     paths = _paths(str(run.code))
     print(f"run: {args.conversations} conversations x {args.samples} samples, {n_grades:,} grades (finished)")
-    _recompute_figures(run, rounds=args.recompute_rounds)
+    _recompute_figures(run, rounds=args.recompute_rounds, baseline_ref=args.recompute_baseline_ref)
     if args.recompute_only:
         return
     _stored_figures(run, rounds=30)

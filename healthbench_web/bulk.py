@@ -43,15 +43,16 @@ def db_json(value: Any) -> str:
 
 
 def _check_columns(model: type[Model], columns: Sequence[str]) -> None:
-    # A column with a database default (db_default) may be left out: the database fills it.
-    required = {
-        f.column
-        for f in model._meta.concrete_fields
-        if not f.null and not f.primary_key and f.column and not f.has_db_default()
-    }
+    # A column with a database default (db_default) may be left out: the database fills it, as
+    # it computes a generated one, which may not be given at all.
+    fields = {f.column: f for f in model._meta.concrete_fields if f.column and not f.primary_key}
+    generated = {column for column, f in fields.items() if f.generated}
+    required = {column for column, f in fields.items() if not f.null and not f.has_db_default() and not f.generated}
     missing = required - set(columns)
     if missing:
         raise ValueError(f"insert into {model._meta.db_table} lacks required columns {sorted(missing)}")
+    if given := generated & set(columns):
+        raise ValueError(f"insert into {model._meta.db_table} gives generated columns {sorted(given)}")
 
 
 def insert_rows(model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[int]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple, TypedDict
 
 import numpy as np
@@ -40,6 +41,7 @@ MET, NOT_MET, MISSING = 1, 0, -1  # codes of ``grade_met`` in the bulk path
 # The bootstrap index matrix is drawn in row blocks of about this many entries, so that
 # 80,000 responses x 1000 resamples never sits in memory at once (it would be 640 MB).
 _BOOTSTRAP_BLOCK = 1 << 22
+_BOOTSTRAP_THREADS, _BLOCKS_IN_FLIGHT = 2, 3  # see shared_bootstrap_stds
 # How a run's bootstrap std is drawn (Run.bootstrap): one resampling of the examples shared by
 # every metric, or, as runs finished before the shared one kept, one resampling per metric.
 SHARED, PER_METRIC = "shared", "per-metric"
@@ -175,14 +177,27 @@ def shared_bootstrap_stds(values: npt.ArrayLike, *, n_resamples: int = N_RESAMPL
     centre = np.array([v[present[:, j], j].mean() for j in range(m)])
     weights = np.concatenate([np.where(present, v - centre, 0.0), masks], axis=1).astype(np.float32)
     means = np.empty((n_resamples, m))
-    rows = max(1, _BOOTSTRAP_BLOCK // n)
-    for start in range(0, n_resamples, rows):
-        stop = min(start + rows, n_resamples)
-        counts = _POISSON[rng.integers(0, _POISSON.size, size=(stop - start, n), dtype=np.uint16)]
-        sums = (counts @ weights).astype(np.float64)
+
+    def resampled_means(start: int, draws: npt.NDArray[np.uint16]) -> None:
+        sums = (_POISSON[draws] @ weights).astype(np.float64)
         totals = sums[:, m:][:, mask_of]
         with np.errstate(invalid="ignore", divide="ignore"):
-            means[start:stop] = np.where(totals > 0, sums[:, :m] / totals + centre, np.nan)
+            means[start : start + len(draws)] = np.where(totals > 0, sums[:, :m] / totals + centre, np.nan)
+
+    # The draws stay one stream, in order (the numbers do not depend on the threads); the
+    # look-up and the product of each block, which release the GIL and cost about three times
+    # the drawing, run in two helper threads while the next blocks are drawn. At most
+    # _BLOCKS_IN_FLIGHT blocks are held at once.
+    rows = max(1, _BOOTSTRAP_BLOCK // n)
+    with ThreadPoolExecutor(max_workers=_BOOTSTRAP_THREADS) as pool:
+        pending: list[Future] = []
+        for start in range(0, n_resamples, rows):
+            draws = rng.integers(0, _POISSON.size, size=(min(rows, n_resamples - start), n), dtype=np.uint16)
+            if len(pending) == _BLOCKS_IN_FLIGHT:
+                pending.pop(0).result()
+            pending.append(pool.submit(resampled_means, start, draws))
+        for block in pending:
+            block.result()
     clipped = np.clip(means, 0.0, 1.0)
     drawn = ~np.isnan(clipped)
     k = np.maximum(drawn.sum(axis=0), 1)
@@ -337,6 +352,34 @@ def _expand(table: TagTable, rows: IntArray) -> tuple[IntArray, IntArray]:
     return owner, table.codes[starts[owner] + offset]
 
 
+def _rubric_tag_sums(
+    table: TagTable, rows: IntArray, responses: IntArray, possible: FloatArray, achieved: FloatArray, n: int
+) -> tuple[FloatArray, FloatArray]:
+    """Per (rubric tag, response): the sums of ``possible`` and ``achieved`` over the grades whose
+    criterion carries the tag, each (tags x n).
+
+    A run has a few dozen distinct tag lists, so the grades are first summed per (tag list,
+    response) and the lists then spread onto their tags by a small 0/1 matrix product, instead
+    of a copy of every grade per tag it carries. The sums are of whole points, exact either
+    way. A run with very many distinct lists (an odd import) takes the copying path, whose
+    memory grows with the grades rather than with lists x responses."""
+    n_rows, n_tags = table.indptr.size - 1, len(table.names)
+
+    def sums(cell: IntArray, weights: FloatArray, height: int) -> FloatArray:
+        return np.bincount(cell, weights, height * n).astype(np.float64, copy=False).reshape(height, n)
+
+    if n_rows * n > 4 * rows.size + 1024:
+        owner, codes = _expand(table, rows)
+        cell = codes * n + responses[owner]
+        return sums(cell, possible[owner], n_tags), sums(cell, achieved[owner], n_tags)
+    cell = rows * n + responses
+    row_possible, row_achieved = sums(cell, possible, n_rows), sums(cell, achieved, n_rows)
+    owner, codes = _expand(table, np.arange(n_rows, dtype=np.intp))
+    membership = np.zeros((n_tags, n_rows))
+    membership[codes, owner] = 1.0
+    return membership @ row_possible, membership @ row_achieved
+
+
 class ResponseScores(TypedDict):
     metrics: dict[str, FloatArray]  # name -> one value per response, NaN where absent
     scored: npt.NDArray[np.bool_]  # responses that count in every metric
@@ -421,13 +464,11 @@ def score_grades(
 
     # Only grades of scored responses matter from here on.
     keep = np.flatnonzero(scored[resp])
-    owner, codes = _expand(criterion_tags, crit[keep])
-    n_tags = len(criterion_tags.names)
-    cell = codes * n + resp[keep][owner]
-    tag_possible = np.bincount(cell, positive[keep][owner], n_tags * n).reshape(n_tags, n)
-    tag_achieved = np.bincount(cell, earned[keep][owner], n_tags * n).reshape(n_tags, n)
+    tag_possible, tag_achieved = _rubric_tag_sums(
+        criterion_tags, crit[keep], resp[keep], positive[keep], earned[keep], n
+    )
     has_score = tag_possible > 0
-    by_rubric_tag = np.full((n_tags, n), np.nan)
+    by_rubric_tag = np.full(tag_possible.shape, np.nan)
     np.divide(tag_achieved, tag_possible, out=by_rubric_tag, where=has_score)
     for code in np.flatnonzero(has_score.any(axis=1)):
         name = criterion_tags.names[code]

@@ -9,15 +9,25 @@ and tag lists are numbered through a dict: a run has only a few dozen distinct o
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from django.contrib.postgres.aggregates import StringAgg
 from django.db import connection
-from django.db.models import Case, Count, IntegerField, Min, Q, QuerySet, TextField, Value, When
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast, Length
+from django.db.models import (
+    Aggregate,
+    BigIntegerField,
+    BinaryField,
+    Case,
+    F,
+    IntegerField,
+    Min,
+    QuerySet,
+    TextField,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast
 
 from annotation.formats.validation import loads_repaired
 from annotation.models import Conversation
@@ -80,9 +90,11 @@ def _tag_table(texts: Sequence[str]) -> tuple[npt.NDArray[np.intp], scoring.TagT
     return rows, scoring.encode_tags([loads_repaired(t) for t in numbering])
 
 
-def _chunk_size() -> int:
-    # SQLite allows 999 variables per query in old builds; PostgreSQL takes long IN lists.
-    return 900 if connection.vendor == "sqlite" else 10_000
+class ResponseColumns(NamedTuple):
+    conversation: npt.NDArray[np.int64]
+    length: npt.NDArray[np.float64]  # characters of the text
+    refused: npt.NDArray[np.bool_]
+    truncated: npt.NDArray[np.bool_]
 
 
 def _responses_of(run: Run) -> QuerySet:
@@ -90,13 +102,38 @@ def _responses_of(run: Run) -> QuerySet:
     return Response.objects.filter(id__in=Grade.objects.filter(run=run).values("response_id")).order_by()
 
 
-def _by_conversation(queryset: QuerySet, key: str, conversation_ids: list[int]) -> list[tuple]:
-    """The rows of `queryset` whose `key` is one of `conversation_ids`, in chunks."""
-    size = _chunk_size()
-    rows: list[tuple] = []
-    for start in range(0, len(conversation_ids), size):
-        rows += _fetch(queryset.filter(**{f"{key}__in": conversation_ids[start : start + size]}))
-    return rows
+def _response_columns(run: Run, response_ids: npt.NDArray[np.int64]) -> ResponseColumns:
+    """The columns of the responses `response_ids` (ascending), in their order.
+
+    A running run gains grades after its grades were read, so its responses are read with
+    the same semi-join and cut down to `response_ids`. On PostgreSQL each column comes as
+    one binary array (80,000 responses at paper size); on SQLite a row at a time."""
+    responses = _responses_of(run)
+    if connection.vendor == "postgresql":
+        flags = Case(When(refused=True, then=Value(2)), default=Value(0), output_field=BigIntegerField()) + Case(
+            When(truncated=True, then=Value(1)), default=Value(0), output_field=BigIntegerField()
+        )
+        row = responses.aggregate(
+            ids=_Bigints("id"),
+            conversations=_Bigints("conversation_id"),
+            packed=_Bigints(Cast("text_length", BigIntegerField()) * 4 + flags),
+        )
+        ids, conversation, packed = (_bigints(row[k]) for k in ("ids", "conversations", "packed"))
+    else:
+        rows = _fetch(responses.values_list("id", "conversation_id", "text_length", "refused", "truncated"))
+        ids, conversation = _column(rows, 0, np.int64), _column(rows, 1, np.int64)
+        packed = np.fromiter(((r[2] or 0) * 4 + 2 * bool(r[3]) + bool(r[4]) for r in rows), np.int64, len(rows))
+    order = np.argsort(ids, kind="stable")
+    keep = order[np.isin(ids[order], response_ids, assume_unique=True)]
+    if keep.size != response_ids.size:
+        raise RuntimeError("responses of the run were deleted while its report was read; try again")
+    packed = packed[keep]
+    return ResponseColumns(
+        conversation=conversation[keep],
+        length=(packed >> 2).astype(np.float64),
+        refused=(packed & 2).astype(bool),
+        truncated=(packed & 1).astype(bool),
+    )
 
 
 def _expected_grades(run: Run, response_ids: np.ndarray, conversation_ids: list[int], prompt_ids: list[str]):
@@ -126,15 +163,21 @@ def _expected_grades(run: Run, response_ids: np.ndarray, conversation_ids: list[
     return None, None
 
 
-# (response id, points, met code, row of the tag list) per grade, the distinct tag-list texts
-# and how many grades were reused.
+# (response id, points, met code, row of the tag list) per grade, the distinct tag lists and
+# how many grades were reused.
 GradeColumns = tuple[
-    npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int8], npt.NDArray[np.intp], list[str], int
+    npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int8], npt.NDArray[np.intp], list[list[str]], int
 ]
 
 
-def _grade_columns_by_row(grades: QuerySet, met_code) -> GradeColumns:
+def _grade_columns_by_row(grades: QuerySet) -> GradeColumns:
     """The grade columns a row at a time (SQLite)."""
+    met_code = Case(
+        When(status=Grade.Status.FAILED, then=Value(scoring.MISSING)),
+        When(met=True, then=Value(scoring.MET)),
+        default=Value(scoring.NOT_MET),
+        output_field=IntegerField(),
+    )
     rows = _fetch(grades.values_list("response_id", "points", met_code, Cast("tags", TextField()), "reused"))
     texts = list(map(itemgetter(3), rows))
     numbering = {text: i for i, text in enumerate(dict.fromkeys(texts))}
@@ -143,84 +186,99 @@ def _grade_columns_by_row(grades: QuerySet, met_code) -> GradeColumns:
         _column(rows, 1, np.float64),
         _column(rows, 2, np.int8),
         np.fromiter(map(numbering.__getitem__, texts), dtype=np.intp, count=len(texts)),
-        list(numbering),
+        [loads_repaired(text) for text in numbering],
         int(sum(map(itemgetter(4), rows))),
     )
 
 
-def _grade_columns_aggregated(grades: QuerySet, met_code) -> GradeColumns:
+# A grade packed into one bigint by PostgreSQL: response id, then points (any smallint), then
+# reused (1 bit) and the met code (2 bits: 0 not met, 1 met, 2 failed).
+_POINTS_OFFSET, _POINTS_BITS = 1 << 15, 16
+_FLAG_BITS = 3
+_FAILED_CODE = 2
+
+
+class _Bigints(Aggregate):
+    """PostgreSQL: a bigint per row, concatenated as 8 big-endian bytes each into one bytea.
+
+    Read by numpy in place (:func:`_bigints`), so a million values cost no Python object
+    each; cheaper for the database than array_agg, which keeps a datum and a length word per
+    element."""
+
+    function = "STRING_AGG"
+    template = "%(function)s(int8send((%(expressions)s)::bigint), ''::bytea)"
+    output_field = BinaryField()
+
+
+def _bigints(data: bytes | memoryview | None) -> npt.NDArray[np.int64]:
+    if data is None:  # an aggregate over no rows
+        return np.empty(0, np.int64)
+    if len(data) % 8:
+        raise ValueError("a bigint aggregate whose length is not a multiple of 8 bytes")
+    return np.frombuffer(data, dtype=">i8").astype(np.int64)
+
+
+def _grade_columns_aggregated(grades: QuerySet) -> GradeColumns:
     """The same columns in a few rows on PostgreSQL, one per distinct tag list (a run has a few
-    dozen): each column of a group joined into one text by the database and parsed by numpy
-    at C speed, instead of a Python tuple per grade, which was most of the cost of loading a
-    paper-size run. One aggregate pass feeds every column of a group the same rows in the
-    same order, so the columns stay aligned."""
-    groups = list(
-        grades.values("tags")
-        .annotate(
-            tags_text=Cast("tags", TextField()),
-            # The physical position of the group's first row: groups then come in the order a
-            # row-by-row read meets their tag lists (that order numbers the tags).
-            first=Min(RawSQL("ctid", ()), output_field=TextField()),
-            response=StringAgg(Cast("response_id", TextField()), ","),
-            points_text=StringAgg(Cast("points", TextField()), ","),
-            met=StringAgg(Cast(met_code, TextField()), ","),
-            n=Count("id"),
-            n_reused=Count("id", filter=Q(reused=True)),
-        )
-        .values_list("tags_text", "response", "points_text", "met", "n", "n_reused")
-        .order_by("first")
+    dozen): each grade packed into one bigint by the database and each group's bigints sent as
+    one run of bytes that numpy reads in place, instead of a Python tuple per grade, which was
+    most of the cost of loading a paper-size run. Groups come in the order of their first
+    grade, the order a row-by-row read meets their tag lists (that order numbers the tags)."""
+    met_code = Case(
+        When(status=Grade.Status.FAILED, then=Value(_FAILED_CODE)),
+        When(met=True, then=Value(1)),
+        default=Value(0),
+        output_field=BigIntegerField(),
+    )
+    packed = (
+        (Cast("response_id", BigIntegerField()) * (1 << _POINTS_BITS) + F("points") + _POINTS_OFFSET)
+        * (1 << _FLAG_BITS)
+        + Case(When(reused=True, then=Value(4)), default=Value(0), output_field=BigIntegerField())
+        + met_code
+    )
+    # Sorted here, not by the database: an ORDER BY would sort the arrays along with the groups.
+    groups = sorted(
+        grades.values("tags").annotate(first=Min("id"), packed=_Bigints(packed)).values_list("first", "tags", "packed")
     )
     if not groups:
         return np.empty(0, np.int64), np.empty(0), np.empty(0, np.int8), np.empty(0, np.intp), [], 0
-
-    def joined(column: int, dtype) -> np.ndarray:
-        return np.fromstring(",".join(g[column] for g in groups), dtype=dtype, sep=",")
-
+    arrays = [_bigints(data) for _, _, data in groups]
+    values = np.concatenate(arrays)
+    met = (values & 3).astype(np.int8)
+    met[met == _FAILED_CODE] = scoring.MISSING
+    flags = values >> _FLAG_BITS
     return (
-        joined(1, np.int64),
-        joined(2, np.float64),
-        joined(3, np.int8),
-        np.repeat(np.arange(len(groups), dtype=np.intp), [g[4] for g in groups]),
-        [g[0] for g in groups],
-        sum(g[5] for g in groups),
+        flags >> _POINTS_BITS,
+        ((flags & ((1 << _POINTS_BITS) - 1)) - _POINTS_OFFSET).astype(np.float64),
+        met,
+        np.repeat(np.arange(len(groups), dtype=np.intp), [a.size for a in arrays]),
+        [tags for _, tags, _ in groups],
+        int(((values >> 2) & 1).sum()),
     )
 
 
 def run_grades_get(*, run: Run) -> RunGrades:
     """Load a run's grades, its responses and their conversations' tags (three to five queries)."""
-    met_code = Case(
-        When(status=Grade.Status.FAILED, then=Value(scoring.MISSING)),
-        When(met=True, then=Value(scoring.MET)),
-        default=Value(scoring.NOT_MET),
-        output_field=IntegerField(),
-    )
     grade_rows = Grade.objects.filter(run=run).order_by()
     if connection.vendor == "postgresql":
-        grade_columns = _grade_columns_aggregated(grade_rows, met_code)
+        grade_columns = _grade_columns_aggregated(grade_rows)
     else:
-        grade_columns = _grade_columns_by_row(grade_rows, met_code)
-    grade_response_ids, grade_points, grade_met, grade_criterion, tag_texts, n_reused = grade_columns
+        grade_columns = _grade_columns_by_row(grade_rows)
+    grade_response_ids, grade_points, grade_met, grade_criterion, tag_lists, n_reused = grade_columns
     response_ids, grade_response = np.unique(grade_response_ids, return_inverse=True)
-    criterion_tags = scoring.encode_tags([loads_repaired(t) for t in tag_texts])
+    criterion_tags = scoring.encode_tags(tag_lists)
     del grade_columns, grade_response_ids
 
-    # A running run gains grades between the two queries: keep the responses graded so far.
-    seen = set(response_ids.tolist())
-    responses = sorted(
-        r
-        for r in _fetch(_responses_of(run).values_list("id", "conversation_id", Length("text"), "refused", "truncated"))
-        if r[0] in seen
-    )
-    if len(responses) != response_ids.size:
-        raise RuntimeError("responses of the run were deleted while its report was read; try again")
-    conversation_ids, response_conversation = np.unique(_column(responses, 1, np.int64), return_inverse=True)
+    response_columns = _response_columns(run, response_ids)
+    conversation_ids, response_conversation = np.unique(response_columns.conversation, return_inverse=True)
     conversation_list = conversation_ids.tolist()
+    # A semi-join again: the conversations of a running run's newer responses come too, unused.
     conversations = {
         cid: (prompt_id, tags_text)
-        for cid, prompt_id, tags_text in _by_conversation(
-            Conversation.objects.order_by().values_list("id", "prompt_id", Cast("example_tags", TextField())),
-            "id",
-            conversation_list,
+        for cid, prompt_id, tags_text in _fetch(
+            Conversation.objects.filter(id__in=_responses_of(run).values("conversation_id"))
+            .order_by()
+            .values_list("id", "prompt_id", Cast("example_tags", TextField()))
         )
     }
     conversation_tag_row, conversation_tags = _tag_table([conversations[c][1] for c in conversation_list])
@@ -236,7 +294,7 @@ def run_grades_get(*, run: Run) -> RunGrades:
     return RunGrades(
         response_ids=response_ids,
         response_conversation=response_conversation.astype(np.intp),
-        response_length=np.fromiter((r[2] or 0 for r in responses), dtype=np.float64, count=len(responses)),
+        response_length=response_columns.length,
         conversation_ids=conversation_ids,
         conversation_tag_row=conversation_tag_row,
         grade_response=grade_response.astype(np.intp),
@@ -247,6 +305,6 @@ def run_grades_get(*, run: Run) -> RunGrades:
         conversation_tags=conversation_tags,
         expected_grades=per_response,
         n_reused=n_reused,
-        n_refused=sum(bool(r[3]) for r in responses),
-        n_truncated=sum(bool(r[4]) for r in responses),
+        n_refused=int(response_columns.refused.sum()),
+        n_truncated=int(response_columns.truncated.sum()),
     )
