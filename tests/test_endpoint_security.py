@@ -408,3 +408,20 @@ def test_a_reasoning_model_name_saved_without_reasoning_is_warned_about():
     page = client.post(reverse("endpoint_new"), form, follow=True).content.decode()
     assert Endpoint.objects.filter(name="g5", reasoning=False).exists()
     assert "gpt-5-mini looks like a reasoning model, but Reasoning is not ticked" in page
+
+
+def test_a_reasoning_model_posted_without_a_temperature_field_is_saved_with_none():
+    # A script or an old page that leaves the field out, rather than sending it empty: the
+    # model's default (0.0) must not be saved for a reasoning model, which refuses any temperature.
+    client = web_client(Physician.Role.CURATOR)
+    form = {
+        "name": "o-script",
+        "api_style": "responses",
+        "model": "o4-mini",
+        "reasoning": "on",
+        "max_output_tokens": "2048",
+        "timeout_seconds": "60",
+    }
+    response = client.post(reverse("endpoint_new"), form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Endpoint.objects.get(name="o-script").temperature is None

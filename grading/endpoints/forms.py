@@ -91,9 +91,12 @@ class EndpointForm(forms.ModelForm):
         self.warnings: list[str] = []
         if data.get("reasoning"):
             temperature = data.get("temperature")
-            if temperature == 0:
-                # The field's default, as the blank form shows it: nothing was chosen, so nothing is sent.
+            if temperature == 0 or temperature is None:
+                # The field's default, as the blank form shows it, or no field at all: nothing was
+                # chosen, so nothing is sent. Set on the instance too: a field left out of the POST
+                # is not copied onto it, which would keep the model's default of 0.
                 data["temperature"] = None
+                self.instance.temperature = None
             elif temperature is not None:
                 # Reasoning models reject a temperature with a 400: say so rather than drop it unseen.
                 self.add_error(

@@ -90,7 +90,10 @@ class Command(BaseCommand):
             help="per-response only: each verdict explained in a few words, one sentence (default) or two or three",
         )
 
-        source = parser.add_argument_group("what to grade")
+        source = parser.add_argument_group(
+            "what to grade",
+            "exactly one of: --responses-from RUN; --policy ENDPOINT --subset S [--samples K]; --labelled",
+        )
         source.add_argument(
             "--responses-from", metavar="RUN", help="grade the responses of RUN on the criteria it graded"
         )
