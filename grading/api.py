@@ -70,6 +70,7 @@ class RunSerializer(serializers.ModelSerializer):
             "code",
             "name",
             "status",
+            "plan",
             "grader_endpoint",
             "grader_model",
             "policy_endpoint",
@@ -180,6 +181,11 @@ class RunCreateSerializer(serializers.Serializer):
         default=False,
         help_text="Grade every physician-labelled (response, consensus criterion), for the meta-eval report.",
     )
+    rubric_changes = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="With responses_from: grade only the criteria added or edited since that run (its rubric drift).",
+    )
     policy = NamedField(
         slug_field="name",
         queryset=Endpoint.objects.all(),
@@ -235,6 +241,7 @@ class RunCreateSerializer(serializers.Serializer):
             healthbench_professional=data["healthbench_professional"],
             responses_from=data["responses_from"],
             labelled=data["labelled"],
+            rubric_changes=data["rubric_changes"],
             subset=data["subset"],
             policy=data["policy"] if sampled else None,
             samples=data["samples"],

@@ -154,3 +154,30 @@ def test_a_nul_character_in_a_form_field_naming_a_subset_is_a_bad_request(source
     response = _client(Physician.Role.RESEARCHER).post("/api/runs/", data, format="multipart")
     assert response.status_code == 400
     assert "subset" in response.json()
+
+
+def test_a_run_says_what_it_graded_and_the_rubric_changes_since_can_be_launched(
+    source, llm_server, django_capture_on_commit_callbacks
+):
+    client = _client(Physician.Role.RESEARCHER)
+    assert client.get(f"/api/runs/{source.name}/").json()["plan"] == Run.Plan.STORED
+    conversation = source.grades.first().response.conversation
+    conversation.criteria.create(text="Says when to see a doctor.", points=5, tags=["axis:completeness"], position=99)
+    estimate = client.post(
+        "/api/runs/", _launch(llm_server, source, name="drift", rubric_changes=True, dry_run=True), format="json"
+    ).json()["estimate"]
+    # One new criterion on one conversation, for each of its responses.
+    assert estimate["grader_calls"] == source.grades.filter(response__conversation=conversation).count() // 3
+    with django_capture_on_commit_callbacks(execute=True):
+        created = client.post(
+            "/api/runs/", _launch(llm_server, source, name="drift", rubric_changes=True), format="json"
+        )
+    assert created.status_code == 201, created.json()
+    status = client.get("/api/runs/drift/").json()
+    assert status["plan"] == Run.Plan.RUBRIC_CHANGES
+    assert status["total_items"] == status["progress"]["total"] == estimate["grader_calls"]
+    alone = _launch(llm_server, source, name="x", rubric_changes=True)
+    del alone["responses_from"]
+    refused = client.post("/api/runs/", {**alone, "labelled": True}, format="json")
+    assert refused.status_code == 400
+    assert "the run they changed since" in str(refused.json())
