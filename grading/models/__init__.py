@@ -1,0 +1,44 @@
+"""The grading app's models, re-exported here as Django expects of an app's models module:
+endpoints.py (how graders and policies are called), runs.py (responses, runs and grades, which
+build on the endpoints' snapshots) and records.py (provider batches and stored numbers, which
+build on runs).
+"""
+
+from grading.models.endpoints import (
+    ApiStyle,
+    Endpoint,
+    ExplanationLength,
+    GraderConfig,
+    GraderTemplate,
+    GradingMode,
+    ReasoningEffort,
+)
+from grading.models.records import ProviderBatch, StoredReport
+from grading.models.runs import (
+    DEFAULT_LENGTH_CENTRE,
+    DEFAULT_LENGTH_PENALTY,
+    Grade,
+    Response,
+    Run,
+    RunBatch,
+    SampleFailure,
+)
+
+__all__ = [
+    "DEFAULT_LENGTH_CENTRE",
+    "DEFAULT_LENGTH_PENALTY",
+    "ApiStyle",
+    "Endpoint",
+    "ExplanationLength",
+    "Grade",
+    "GraderConfig",
+    "GraderTemplate",
+    "GradingMode",
+    "ProviderBatch",
+    "ReasoningEffort",
+    "Response",
+    "Run",
+    "RunBatch",
+    "SampleFailure",
+    "StoredReport",
+]
