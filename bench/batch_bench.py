@@ -128,7 +128,7 @@ def grade(source, mode: str, batched: bool, concurrency: int) -> dict:
     from grading.pipeline.batches import Outcome, batch_run
     from grading.pipeline.estimate import RunSpec, plan_estimate, run_plan
     from grading.pipeline.progress import run_progress
-    from grading.pipeline.runs import run_launch
+    from grading.pipeline.run_launch import run_launch
     from tests.llm_server import LLMServer
 
     server = LLMServer().start()

@@ -140,7 +140,7 @@ def process_tree_cpu(root: int) -> float:
 def run_pipeline(server, source, args, mode: str, grading_mode: str = "per-criterion") -> dict:
     from grading.models import Endpoint, Grade, Run
     from grading.pipeline.estimate import RunSpec
-    from grading.pipeline.runs import run_launch
+    from grading.pipeline.run_launch import run_launch
 
     log = Path(tempfile.mkstemp(suffix=".log")[1])
     # INFO: the worker takes its level from LOG_LEVEL, and its "ready." line is logged at INFO.

@@ -21,7 +21,8 @@ from grading.models import Endpoint, ExplanationLength, Grade, GradingMode, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
+from grading.pipeline.run_launch import run_launch
+from grading.pipeline.runs import QueueUnavailable, run_cancel, run_resume
 from grading.reports.report import run_report_document
 from healthbench_web.api_permissions import ReadersOnly, ResearchersWrite
 from healthbench_web.throttles import RunLaunchThrottle

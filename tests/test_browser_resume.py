@@ -6,7 +6,8 @@ import pytest
 
 from grading.models import Grade, Run
 from grading.pipeline.estimate import RunSpec
-from grading.pipeline.runs import run_cancel, run_launch
+from grading.pipeline.run_launch import run_launch
+from grading.pipeline.runs import run_cancel
 from healthbench_web.celery import app
 from tests.browser_walk import WIDTHS, browser_marks
 from tests.endpoints import endpoint_on

@@ -14,7 +14,7 @@ from django.conf import settings
 
 from grading.models import RunBatch
 from grading.pipeline.estimate import RunSpec
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from healthbench_web.celery import app
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on

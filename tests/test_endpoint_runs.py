@@ -13,7 +13,7 @@ from grading.models import Endpoint, Grade, Response, Run, RunBatch, SampleFailu
 from grading.pipeline.batches import Outcome, batch_run
 from grading.pipeline.estimate import RunSpec, plan_estimate, run_plan
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from grading.reports.report import run_report
 from tests.endpoints import endpoint_on
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of

@@ -22,7 +22,7 @@ from grading.endpoint_rules import base_url_problem, key_variable_problem
 from grading.models import Endpoint, GraderConfig, Run
 from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec, RunSpecError
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run

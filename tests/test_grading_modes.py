@@ -15,11 +15,11 @@ from rest_framework.test import APIClient
 
 from annotation.models import Conversation, Physician
 from grading.models import Grade, GradingMode, Run
-from grading.pipeline import runs as run_services
+from grading.pipeline import run_launch as run_services
 from grading.pipeline.batches import Outcome, batch_run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from grading.reports.report import grading_record, run_report, run_report_document
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run

@@ -16,7 +16,8 @@ from grading.pipeline.batches import Outcome, batch_claim, batch_run, request_ke
 from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan
 from grading.pipeline.grader_prompt import template_hash
-from grading.pipeline.runs import MAX_BATCH_FAILURES, run_cancel, run_launch, run_resume, runs_sweep
+from grading.pipeline.run_launch import run_launch
+from grading.pipeline.runs import MAX_BATCH_FAILURES, run_cancel, run_resume, runs_sweep
 from grading.reports.report import run_report
 from tests.endpoints import endpoint_on
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of

@@ -26,7 +26,7 @@ from grading.pipeline import client as llm
 from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec
 from grading.pipeline.progress import run_progress
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from grading.reports.report import run_report
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on

@@ -14,7 +14,7 @@ from grading.pipeline import client as llm
 from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec
 from grading.pipeline.failure_log import failure_class
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from healthbench_web.log_format import JsonFormatter, TextFormatter
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on

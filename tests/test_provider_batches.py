@@ -13,7 +13,8 @@ from grading.pipeline.batches import Outcome, batch_run
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan
 from grading.pipeline.progress import run_progress
 from grading.pipeline.provider_batches import provider_batches_cancel
-from grading.pipeline.runs import run_cancel, run_launch, run_resume
+from grading.pipeline.run_launch import run_launch
+from grading.pipeline.runs import run_cancel, run_resume
 from grading.reports.report import run_report
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run

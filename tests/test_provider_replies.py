@@ -26,7 +26,7 @@ from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.estimate import RunSpec
 from grading.pipeline.progress import run_progress
 from grading.pipeline.rate_limit import LocalRateLimiter
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from grading.reports.report import run_report
 from healthbench_web.celery import app
 from healthbench_web.log_format import JsonFormatter, TextFormatter

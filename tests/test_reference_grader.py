@@ -18,7 +18,7 @@ from grading.models import Endpoint, Run
 from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from grading.pipeline.simple_evals_template import read_grader_template
 from grading.reference_grader import PUBLISHED_TEMPLATE_SHA256, grader_verdict
 from grading.reports.report import report_csv, run_report

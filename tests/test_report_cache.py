@@ -14,7 +14,8 @@ from django.utils import timezone
 from grading.models import Run, RunBatch
 from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec
-from grading.pipeline.runs import REPORT_STEPS, run_cancel, run_launch, run_progress_step, run_resume
+from grading.pipeline.run_launch import run_launch
+from grading.pipeline.runs import REPORT_STEPS, run_cancel, run_progress_step, run_resume
 from grading.reports import report as report_module
 from grading.reports.report import report_cache_key, run_report_cached
 from healthbench_web import shared_cache

@@ -12,7 +12,7 @@ from annotation.models import Physician
 from grading.models import Endpoint, Run, RunBatch
 from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 

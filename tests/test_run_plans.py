@@ -28,7 +28,7 @@ from grading.metaeval.report import run_meta_eval_report
 from grading.models import Endpoint, Grade, Run
 from grading.pipeline.batches import batch_run
 from grading.pipeline.estimate import RunSpec
-from grading.pipeline.runs import run_launch
+from grading.pipeline.run_launch import run_launch
 from grading.reports.hard_subset import paired_conversation_mean_scores
 from grading.reports.report import run_report
 from tests import healthbench_rows as rows

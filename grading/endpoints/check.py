@@ -37,7 +37,7 @@ def _body_text(exc: openai.APIStatusError) -> str:
 
 
 def _target(endpoint: Endpoint) -> CallTarget:
-    from grading.pipeline.runs import SNAPSHOT_FIELDS  # the same fields a run's snapshot takes
+    from grading.pipeline.run_launch import SNAPSHOT_FIELDS
 
     config = GraderConfig(**{name: getattr(endpoint, source) for name, source in SNAPSHOT_FIELDS.items()})
     config.endpoint_name = endpoint.name

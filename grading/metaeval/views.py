@@ -35,7 +35,8 @@ from grading.metaeval.report import (
 from grading.metaeval.selectors import labels_exist, runs_with_meta_eval
 from grading.models import Endpoint, ExplanationLength, GradingMode, Run
 from grading.pipeline.estimate import RunSpec, RunSpecError
-from grading.pipeline.runs import QueueUnavailable, run_launch
+from grading.pipeline.run_launch import run_launch
+from grading.pipeline.runs import QueueUnavailable
 
 MAX_RUNS = len(COLOURS)
 

@@ -1,5 +1,6 @@
-"""Services of grading runs: launch, resume, cancel, finish, and the sweep that recovers the
-work of dead workers. Commands, pages and tasks call these; none of them writes runs itself.
+"""Services of a grading run's life after launch (grading.pipeline.run_launch): queueing its
+batches, resume, cancel, fail, finish, progress steps, and the sweep that recovers the work of
+dead workers. Commands, pages and tasks call these; none of them writes runs itself.
 
 A run's work is cut into RunBatches at launch; each batch is one Celery task, queued when
 the transaction commits. The batch task (grading.pipeline.batches) claims its batch with a
@@ -9,35 +10,19 @@ batches is queued or running: whichever task ends last flips it, with a conditio
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from collections.abc import Callable
-from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Case, Count, Exists, F, OuterRef, Q, Value, When
 from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
-from annotation.models import Conversation, Subset, SubsetVersion
-from annotation.services.subset_versions import subset_version_freeze
 from grading.endpoint_rules import endpoint_problems
-from grading.models import Endpoint, Grade, GraderConfig, ProviderBatch, Response, Run, RunBatch, SampleFailure
-from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
-from grading.pipeline.grader_prompt import template_hash
-from grading.pipeline.response_prompt import (
-    CRITERIA_PER_CALL,
-    DEFAULT_EXPLANATION,
-    PER_CRITERION,
-    PER_RESPONSE,
-    RESPONSE_TEMPLATE,
-    RESPONSE_TEMPLATE_HASH,
-)
-from grading.plans import CLUSTER_TAG, PlanItem, version_rubrics
+from grading.models import Grade, ProviderBatch, Run, RunBatch, SampleFailure
+from grading.pipeline.estimate import RunSpecError
 from healthbench_web.celery import app as celery_app
 from healthbench_web.celery import broker_ping
 from healthbench_web.redact import endpoint_keys, redact
@@ -81,7 +66,7 @@ def queue_check() -> None:
         raise QueueUnavailable(exc) from None
 
 
-def _next_version() -> CombinedExpression:
+def next_report_version() -> CombinedExpression:
     return F("report_version") + 1
 
 
@@ -133,251 +118,12 @@ def _send_batches(queues: list[tuple[int, str]], countdown: float | None, launch
             return
 
 
-SNAPSHOT_FIELDS = {
-    # snapshot field: endpoint field
-    "base_url": "base_url",
-    "api_style": "api_style",
-    "model": "model",
-    "api_key_env": "key_variable",
-    "reasoning": "reasoning",
-    "reasoning_effort": "reasoning_effort",
-    "temperature": "temperature",
-    "max_tokens": "max_output_tokens",
-    "system_message": "system_message",
-    "structured_output": "structured_output",
-    "timeout_seconds": "timeout_seconds",
-    "price_input": "price_input",
-    "price_cached_input": "price_cached_input",
-    "price_output": "price_output",
-    "batch_discount": "batch_discount",
-    "requests_per_minute": "requests_per_minute",
-    "tokens_per_minute": "tokens_per_minute",
-}
-
-
-def endpoint_snapshot(
-    *, endpoint: Endpoint, template: str, grading_mode: str = PER_CRITERION, explanation: str = ""
-) -> GraderConfig:
-    """The run's frozen copy of the endpoint's settings (and grader template and mode),
-    created once per distinct copy: its name carries a hash of them, so two launches with the
-    same settings share one, and a later edit of the endpoint makes a new one."""
-    fields = {name: getattr(endpoint, source) for name, source in SNAPSHOT_FIELDS.items()}
-    if endpoint.reasoning:
-        fields["temperature"] = None
-    fields |= {"prompt_template": template, "prompt_hash": template_hash(template) if template else ""}
-    if grading_mode == PER_RESPONSE:
-        # Only then: the names (and so the identity) of per-criterion snapshots stay as they were.
-        fields |= {
-            "grading_mode": PER_RESPONSE,
-            "explanation_length": explanation or DEFAULT_EXPLANATION,
-            "criteria_per_call": CRITERIA_PER_CALL,
-            "response_template": RESPONSE_TEMPLATE,
-            "response_prompt_hash": RESPONSE_TEMPLATE_HASH,
-        }
-    digest = hashlib.sha256(
-        json.dumps([endpoint.id, endpoint.name, fields], sort_keys=True, default=str).encode()
-    ).hexdigest()[:12]
-    name = f"{endpoint.name[:80]} {digest}"
-    config, _ = GraderConfig.objects.get_or_create(
-        name=name, defaults=fields | {"endpoint": endpoint, "endpoint_name": endpoint.name}
-    )
-    return config
-
-
-def _unit_size(run: Run, remaining: int, grades_per_call: float = 1.0) -> int:
-    # A batched run's unit waits on the provider, not on a worker's slots: fewer, larger
-    # ones, each sent as one or more provider batches.
-    if run.batch:
-        return settings.GRADING_BATCHED_RUN_UNIT
-    # Rounds of the concurrency are rounds of calls: per response, a call gives ~11 grades.
-    return batch_size_for(round(run.concurrency * grades_per_call), remaining)
-
-
-def _batches(run: Run, plan: Plan) -> list[RunBatch]:
-    now = timezone.now()
-    remaining = plan.grades
-    per_call = max(1.0, plan.grades / plan.calls) if plan.calls else 1.0
-    target = _unit_size(run, remaining, per_call)
-    batches: list[RunBatch] = []
-    ids: list[int] = []
-    items = 0
-    for unit_id, grades, _chars in plan.units:
-        ids.append(unit_id)
-        items += grades
-        if items >= target:
-            batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
-            remaining -= items
-            target = _unit_size(run, remaining, per_call)
-            ids, items = [], 0
-    if ids:
-        batches.append(_batch(run, len(batches), ids, items, plan.by_conversation, now))
-    return batches
-
-
-def _batch(run: Run, number: int, ids: list[int], items: int, by_conversation: bool, now) -> RunBatch:
-    return RunBatch(
-        run=run,
-        number=number,
-        response_ids=[] if by_conversation else ids,
-        conversation_ids=ids if by_conversation else [],
-        items=items,
-        touched=now,
-    )
-
-
-def _plan_kind(spec: RunSpec) -> str:
-    if spec.labelled:
-        return Run.Plan.LABELLED
-    if spec.responses_from is None:
-        return Run.Plan.SUBSET_VERSION
-    return Run.Plan.RUBRIC_CHANGES if spec.rubric_changes else Run.Plan.SOURCE_RUN
-
-
-def _on_version(plan: Plan, version: SubsetVersion, spec: RunSpec) -> Plan:
-    """The plan's grades counted on the frozen version, which the batches grade: the estimate
-    counted the live rubric a moment before the freeze."""
-    prompt_of = dict(Conversation.objects.filter(id__in=[u[0] for u in plan.units]).values_list("id", "prompt_id"))
-    cluster = version.subset.only_cluster_criteria
-    counts = {
-        entry["prompt_id"]: sum(not cluster or CLUSTER_TAG in item["tags"] for item in entry["rubrics"])
-        for entry in version.snapshot
-    }
-    units = [(cid, counts.get(prompt_of[cid], 0) * spec.samples, chars) for cid, _, chars in plan.units]
-    return replace(plan, units=[u for u in units if u[1]])
-
-
-def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
-    """Create the run and its batches and queue them; raises RunSpecError, or QueueUnavailable
-    (before anything is stored) when the broker is down."""
-    spec_check(spec)
-    if spec.grader is None:  # spec_check refuses a spec without one; this tells mypy
-        raise RunSpecError(["choose a grader endpoint"])
-    plan = plan or run_plan(spec)
-    if plan.grades == 0:
-        if spec.rubric_changes:
-            raise RunSpecError(["nothing to grade: no criterion was added or edited since that run"])
-        if spec.labelled:
-            raise RunSpecError(["nothing to grade: no response has physician labels (import a meta-eval file first)"])
-        raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
-    queue_check()
-    try:
-        with transaction.atomic():
-            # Every run names the exact members and rubrics it grades (its plan).
-            version = subset_version_freeze(subset=spec.subset)[0] if spec.subset else None
-            if version is not None:
-                plan = _on_version(plan, version, spec)
-            run = Run.objects.create(
-                name=spec.name,
-                plan=_plan_kind(spec),
-                plan_rubric=plan.rubric,
-                status=Run.Status.RUNNING,
-                grader_config=endpoint_snapshot(
-                    endpoint=spec.grader,
-                    template=spec.template,
-                    grading_mode=spec.grading_mode,
-                    explanation=spec.explanation_length,
-                ),
-                policy_config=endpoint_snapshot(endpoint=spec.policy, template="") if spec.policy else None,
-                policy_model=spec.policy.model if spec.policy else "",
-                samples=spec.samples if spec.policy or spec.responses_from is None else spec.responses_from.samples,
-                use_cache=spec.use_cache,
-                length_adjusted=spec.length_adjusted,
-                healthbench_professional=spec.healthbench_professional,
-                batch=spec.batch,
-                responses_from=spec.responses_from,
-                subset=spec.subset,
-                subset_version=version,
-                concurrency=run_concurrency(spec),
-                total_items=plan.grades,
-                started=timezone.now(),
-            )
-            RunBatch.objects.bulk_create(_batches(run, plan))
-            batch_ids = list(run.batches.values_list("id", flat=True))
-            batches_queue(batch_ids, launched_run=run.id)
-    except IntegrityError:
-        # Another launch took the name between the check and the insert.
-        raise RunSpecError([f"a run named {spec.name!r} already exists; choose another name"]) from None
-    log.info(
-        "run %r launched: %d grades in %d batches",
-        run.name,
-        run.total_items,
-        len(batch_ids),
-        extra={
-            "run": run.name,
-            "grader": run.grader_config.model if run.grader_config else "",
-            "policy": run.policy_model,
-            "sampling": spec.policy is not None,
-        },
-    )
-    return run
-
-
-Verdict = Callable[[Response, int, PlanItem], tuple[bool, str, str]]
-
-
-def run_record(
-    *, name: str, subset: Subset, responses: list[Response], verdict: Verdict, policy_model: str = "", samples: int = 1
-) -> tuple[Run, int]:
-    """Store a finished run whose grades were decided without calling a grader (the demo's),
-    on the same plan as a launched run: `subset` frozen now, each response graded on its
-    conversation's rubric in that version. `verdict(response, position, item)` gives (met,
-    explanation, raw output). A run of that name is planned and graded again, in place.
-    Returns the run and its number of grades."""
-    now = timezone.now()
-    with transaction.atomic():
-        version = subset_version_freeze(subset=subset)[0]
-        fields = {
-            "status": Run.Status.DONE,
-            "plan": Run.Plan.SUBSET_VERSION,
-            "subset": subset,
-            "subset_version": version,
-            "responses_from": None,
-            "plan_rubric": None,
-            "policy_model": policy_model,
-            "samples": samples,
-            "finished": now,
-        }
-        run, created = Run.objects.select_for_update().get_or_create(name=name, defaults=fields | {"started": now})
-        if not created:
-            Grade.objects.filter(run=run).delete()
-            for key, value in fields.items():
-                setattr(run, key, value)
-        rubric = version_rubrics(run, sorted({r.conversation_id for r in responses}))
-        grades = []
-        for response in responses:
-            for position, item in enumerate(rubric.get(response.conversation_id, [])):
-                met, explanation, raw_output = verdict(response, position, item)
-                grades.append(
-                    Grade(
-                        run=run,
-                        response=response,
-                        criterion_id=item.criterion_id,
-                        position=position,
-                        criterion_text=item.text,
-                        points=item.points,
-                        tags=item.tags,
-                        status=Grade.Status.GRADED,
-                        met=met,
-                        explanation=explanation,
-                        raw_output=raw_output,
-                        attempts=1,
-                    )
-                )
-        Grade.objects.bulk_create(grades)
-        run.total_items = len(grades)
-        run.save()
-        # New grades: a cached report of an earlier recording must not be shown.
-        Run.objects.filter(id=run.id).update(report_version=_next_version())
-    run.refresh_from_db()
-    return run, len(grades)
-
-
 def run_cancel(*, run: Run) -> bool:
     """Stop a pending or running run; its tasks notice within a second or so and stop."""
     now = timezone.now()
     with transaction.atomic():
         if not Run.objects.filter(id=run.id, status__in=(Run.Status.PENDING, Run.Status.RUNNING)).update(
-            status=Run.Status.CANCELLED, finished=now, report_version=_next_version()
+            status=Run.Status.CANCELLED, finished=now, report_version=next_report_version()
         ):
             return False
         RunBatch.objects.filter(run=run, status__in=OPEN).update(
@@ -417,7 +163,7 @@ def run_fail(*, run_id: int, error: str) -> None:
     now = timezone.now()
     with transaction.atomic():
         failed = Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
-            status=Run.Status.FAILED, error=error, finished=now, report_version=_next_version()
+            status=Run.Status.FAILED, error=error, finished=now, report_version=next_report_version()
         )
         RunBatch.objects.filter(run_id=run_id, status__in=OPEN).update(
             status=RunBatch.Status.CANCELLED, lease_until=None, touched=now
@@ -446,7 +192,7 @@ def run_finish_if_complete(*, run_id: int) -> bool:
                 default=Value(Run.Status.DONE),
             ),
             finished=timezone.now(),
-            report_version=_next_version(),
+            report_version=next_report_version(),
         )
     )
     if flipped:
@@ -517,7 +263,7 @@ def run_progress_step(*, run_id: int) -> None:
     )
     total, done = counts["total"], counts["done"]
     if total and done and done * REPORT_STEPS // total != (done - 1) * REPORT_STEPS // total:
-        Run.objects.filter(id=run_id).update(report_version=_next_version())
+        Run.objects.filter(id=run_id).update(report_version=next_report_version())
 
 
 def _grades_per_batch(run: Run) -> dict[int, int]:
@@ -586,7 +332,7 @@ def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None
             RunBatch.objects.filter(id__in=again).update(live=live)
         if again or run.batches.filter(leased).exists():
             Run.objects.filter(id=run.id).update(
-                status=Run.Status.RUNNING, finished=None, error="", report_version=_next_version()
+                status=Run.Status.RUNNING, finished=None, error="", report_version=next_report_version()
             )
         else:
             RunBatch.objects.filter(run=run).exclude(status=RunBatch.Status.DONE).update(

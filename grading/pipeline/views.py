@@ -32,7 +32,8 @@ from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, chec
 from grading.pipeline.progress import run_progress
 from grading.pipeline.response_prompt import CRITERIA_PER_CALL
 from grading.pipeline.resume_estimate import resume_estimate
-from grading.pipeline.runs import QueueUnavailable, resume_check, run_cancel, run_launch, run_resume
+from grading.pipeline.run_launch import run_launch
+from grading.pipeline.runs import QueueUnavailable, resume_check, run_cancel, run_resume
 from grading.reports.grader_marks import grader_mark
 from healthbench_web.throttles import launch_refusal
 

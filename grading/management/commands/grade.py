@@ -32,7 +32,8 @@ from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
 from grading.pipeline.progress import run_progress
 from grading.pipeline.response_prompt import CRITERIA_PER_CALL, EXPLANATIONS, MODES, PER_CRITERION
-from grading.pipeline.runs import QueueUnavailable, run_cancel, run_launch, run_resume
+from grading.pipeline.run_launch import run_launch
+from grading.pipeline.runs import QueueUnavailable, run_cancel, run_resume
 
 POLL_SECONDS = 2.0
 STALL_HINT_SECONDS = 30.0

@@ -18,7 +18,7 @@ from annotation.formats.importer import ImportFailed, ImportSummary, import_heal
 from annotation.models import Assignment, ConsensusVote, Conversation, Criterion, Physician, PhysicianLabel, Subset
 from annotation.services.assignments import assignments_create
 from grading.models import Response, Run
-from grading.pipeline.runs import run_record
+from grading.pipeline.run_launch import run_record
 from grading.plans import PlanItem
 
 # The demo data sits with the people who write it (annotation/demo/); the command loads runs and
