@@ -10,7 +10,7 @@ in modes chosen by the requested model:
 * a per-response grader request (the ``rubric_grades`` schema, or a prompt asking for a
   ``{"criteria": [...]}`` answer about numbered items): every item judged by the same rule
   on the same response, so both grading modes give the same verdicts; ``entry:KIND`` in an
-  item's text spoils its entry (see :func:`chunk_reply`).
+  item's text spoils its entry (see :func:`tests.llm_answers.chunk_reply`).
 * a policy model (``policy...``): it replies with the words after ``say:`` in the last user
   turn, so a test decides what the sampled responses contain.
 * a reasoning model (a name with ``reasoning`` in it, or starting ``o1``/``o3``/``o4``/
@@ -76,6 +76,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.llm_answers import chunk_reply, grader_reply, is_chunk_request, policy_reply
 from tests.llm_batch_desk import BatchDesk
 from tests.llm_shapes import (
     REFUSAL,
@@ -90,14 +91,11 @@ from tests.llm_shapes import (
     responses_usage,
 )
 
-NEED = re.compile(r"need:(\w+)")
 FAULT = re.compile(r"fault:(\w+):(\d+)")
-SAY = re.compile(r"say:((?:\s*\w+)+)")
 KINDS = {"429", "quota", "too_long", "500", "slow", "malformed", "non_boolean", "refusal", "verbose", "reset"}
 REASONING_MODEL = re.compile(r"reasoning|^(o1|o3|o4|gpt-5)")
 REASONING_TOKENS = {"none": 0, "minimal": 0, "low": 64, "medium": 192, "high": 512, "xhigh": 1024, "max": 2048, "": 128}
 MUSING = "Let me weigh this criterion against the reply carefully. " * 21  # about 300 tokens
-RAMBLE = "There is a great deal more to say about this, and I will go on saying it. " * 200
 CACHE_STEP_CHARS = 128 * 4  # OpenAI caches in steps of 128 tokens
 RESPONSES_FIELDS = {
     "model",
@@ -399,98 +397,6 @@ def responses_messages(body: dict) -> list[dict]:
             content = "".join(str(part.get("text", "")) for part in content)
         messages.append({"role": item.get("role", "user"), "content": content})
     return messages
-
-
-def grader_met(prompt: str) -> bool:
-    """The rule: the criterion's ``need:WORD`` has WORD in the response under grading, i.e.
-    after the last "assistant:" of the prompt (earlier turns do not count)."""
-    needs = NEED.findall(prompt)
-    if not needs:
-        return False
-    word = needs[-1]
-    tail = prompt[max(0, prompt.rfind("assistant:")) :]
-    return len(re.findall(rf"\b{re.escape(word)}\b", tail)) > tail.count(f"need:{word}")
-
-
-def grader_reply(prompt: str, *, structured: bool = False) -> str:
-    met = grader_met(prompt)
-    answer = json.dumps({"explanation": "The response names it." if met else "It is not there.", "criteria_met": met})
-    if structured:
-        return answer
-    # Vary the wrapping as real models do; the parser must take all of these.
-    style = len(prompt) % 3
-    if style == 0:
-        return answer
-    if style == 1:
-        return f"```json\n{answer}\n```"
-    return f"Here is my judgement.\n{answer}\nI hope this helps."
-
-
-CHUNK_HEADING = "\n# The rubric items\n"
-CHUNK_ITEM = re.compile(r"^(\d+)\. (.*)$", re.MULTILINE)
-ENTRY_FAULT = re.compile(r"entry:(missing|duplicate|non_boolean|unknown)")
-EXPLANATIONS = {
-    "a few words": ("Named.", "Not there."),
-    "one short sentence": ("The reply names it plainly.", "The reply does not say it anywhere."),
-    "two or three sentences": (
-        "The reply names it plainly in its advice. That is what the criterion asks for.",
-        "The reply does not say it anywhere. The criterion asks for it, so it is not met.",
-    ),
-}
-
-
-def is_chunk_request(body: dict, prompt: str) -> bool:
-    """A per-response request: its schema, or the answer format it asks for in words."""
-    chat = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
-    responses = ((body.get("text") or {}).get("format") or {}).get("name")
-    return "rubric_grades" in (chat, responses) or ('{"criteria": [' in prompt and CHUNK_HEADING in prompt)
-
-
-def chunk_reply(prompt: str, *, structured: bool = False) -> str:
-    """Every numbered criterion judged by the per-criterion rule on the same response (so
-    both modes give the same verdicts). A criterion with ``entry:KIND`` gets a faulty entry:
-    left out (missing), given twice with opposite verdicts (duplicate), "yes" for its
-    verdict (non_boolean), or joined by an entry of an id the chunk does not have (unknown)."""
-    head, _, items = prompt.rpartition(CHUNK_HEADING)
-    long, short = next(
-        (v for k, v in EXPLANATIONS.items() if f"Each explanation is {k}" in head), EXPLANATIONS["one short sentence"]
-    )
-    numbered = CHUNK_ITEM.findall(items)
-    entries: list[dict] = []
-    for number, item in numbered:
-        met = grader_met(f"{head}\n{item}")
-        entry = {"id": int(number), "explanation": long if met else short, "criteria_met": met}
-        fault = ENTRY_FAULT.search(item)
-        kind = fault.group(1) if fault else ""
-        if kind == "missing":
-            continue
-        if kind == "non_boolean":
-            entry["criteria_met"] = "yes"
-        entries.append(entry)
-        if kind == "duplicate":
-            entries.append({**entry, "criteria_met": not met})
-        if kind == "unknown":
-            entries.append({**entry, "id": len(numbered) + 1})
-    answer = json.dumps({"criteria": entries})
-    if structured:
-        return answer
-    style = len(prompt) % 3
-    if style == 0:
-        return answer
-    if style == 1:
-        return f"```json\n{answer}\n```"
-    return f"Here are my judgements.\n{answer}\nI hope this helps."
-
-
-def policy_reply(messages: list[dict]) -> tuple[str, str | None]:
-    """(text, refusal) of the policy model, as the last user turn directs."""
-    last = str(next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""}).get("content", ""))
-    if "refuse:" in last:
-        return "", REFUSAL
-    if "ramble:" in last:
-        return RAMBLE, None
-    words = SAY.search(last)
-    return (f"Reply: {words.group(1).strip()}." if words else "Reply: nothing to say."), None
 
 
 class _Handler(BaseHTTPRequestHandler):
