@@ -12,7 +12,8 @@ from django.utils import timezone
 from annotation.models import Conversation, Subset
 from grading.models import Endpoint, Grade, Response, Run, RunBatch, SampleFailure
 from grading.pipeline import client as llm
-from grading.pipeline.batches import Outcome, batch_claim, batch_run, request_key
+from grading.pipeline.batch_requests import request_key
+from grading.pipeline.batches import Outcome, batch_claim, batch_run
 from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan
 from grading.pipeline.grader_prompt import template_hash

@@ -31,25 +31,31 @@ one retry budget at most, not for the whole run.
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from annotation.models import Conversation
-from grading.models import Grade, Response, Run, RunBatch
+from grading.models import Grade, Run, RunBatch
 from grading.pipeline import client as llm
 from grading.pipeline import engine
+from grading.pipeline.batch_requests import (
+    GraderRequest,
+    Item,
+    cached_outcomes,
+    chunk_requests,
+    criterion_requests,
+    items_regraded,
+    items_sampled,
+)
 from grading.pipeline.client import (
     ChatReply,
     FailureWatch,
@@ -60,10 +66,9 @@ from grading.pipeline.client import (
 )
 from grading.pipeline.endpoint import CallTarget, EndpointConfigError
 from grading.pipeline.failure_log import failures_note
-from grading.pipeline.grader_prompt import conversation_block, render, rubric_item
 from grading.pipeline.provider_batches import BatchFatal, Request, provider_batches_work
 from grading.pipeline.rate_limit import limiter_for_loop
-from grading.pipeline.response_prompt import PER_CRITERION, PER_RESPONSE, chunk_bounds, render_chunk
+from grading.pipeline.response_prompt import PER_CRITERION, PER_RESPONSE
 from grading.pipeline.runs import (
     MAX_BATCH_FAILURES,
     batches_queue,
@@ -76,11 +81,9 @@ from grading.pipeline.sampling import (
     ask_policy,
     sample_jobs_missing,
     sample_messages,
-    samples_of,
     samples_store,
 )
 from grading.pipeline.slots import slots_for_run
-from grading.plans import changes_rubrics, labelled_items, version_rubrics
 from healthbench_web.celery import app as celery_app
 from healthbench_web.redact import endpoint_keys, redact
 
@@ -213,16 +216,6 @@ def batch_run(*, batch_id: int, retry: RetryPolicy | None = None) -> Outcome:
 # --- the work -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Item:
-    response_id: int
-    criterion_id: int | None
-    position: int
-    text: str
-    points: int
-    tags: list
-
-
 def _target(config) -> CallTarget:
     """The call target of a snapshot, checked: the operator's policy, the key set, the host
     resolving. Raises EndpointConfigError, which fails the run now rather than once per call."""
@@ -245,9 +238,9 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
             return Outcome.FAILED, failed_samples, f"policy endpoint {policy.name}: {watch.reason}"
         if outcome is not Outcome.DONE:
             return outcome, failed_samples, ""
-        items = _items_sampled(run, batch.conversation_ids)
+        items = items_sampled(run, batch.conversation_ids)
     else:
-        items = _items_regraded(run, batch.response_ids)
+        items = items_regraded(run, batch.response_ids)
     have = set(
         Grade.objects.filter(run=run, response_id__in={i.response_id for i in items}).values_list(
             "response_id", "position"
@@ -260,9 +253,9 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
 
     per_response = run.grader_config is not None and run.grader_config.grading_mode == PER_RESPONSE
     run_mode = PER_RESPONSE if per_response else PER_CRITERION
-    requests = _chunk_requests(run, grader, items) if per_response else _requests(run, grader, items)
+    requests = chunk_requests(run, grader, items) if per_response else criterion_requests(run, grader, items)
     if run.use_cache:
-        reused = _cached([key for chunk in requests.values() for key in chunk.keys])
+        reused = cached_outcomes([key for chunk in requests.values() for key in chunk.keys])
         rows = []
         for request_key_ in list(requests):  # a request is reused only whole
             request = requests[request_key_]
@@ -280,7 +273,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
         # Requests cut from all the batch's items, not only the missing ones, so that a chunk
         # partly stored (its fallbacks still at the provider) keeps its key across claims.
         missing = {(i.response_id, i.position) for i in items}
-        everything = _chunk_requests(run, grader, whole) if per_response else _requests(run, grader, whole)
+        everything = chunk_requests(run, grader, whole) if per_response else criterion_requests(run, grader, whole)
         pending = {
             key: request
             for key, request in everything.items()
@@ -301,7 +294,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
             if not outcome.fatal
         ]
 
-    async def ask(request: _Request, limiter) -> list[GradeOutcome]:
+    async def ask(request: GraderRequest, limiter) -> list[GradeOutcome]:
         if request.fallbacks is None:
             return [await ask_grader(grader, request.prompt, limiter=limiter, policy=retry, watch=watch)]
         return await ask_grader_chunk(
@@ -336,7 +329,7 @@ def _through_provider_batches(
     claim: Claim,
     run: Run,
     grader: CallTarget,
-    requests: dict[str, _Request],
+    requests: dict[str, GraderRequest],
     run_mode: str,
     retry: RetryPolicy,
 ) -> tuple[Outcome, str]:
@@ -344,7 +337,7 @@ def _through_provider_batches(
     grades go to the provider's Batch API, and come back as grades of the same rows as live
     ones (a chunk's fallbacks as per-criterion grades)."""
 
-    def rows_for(request: _Request) -> Callable[[dict[int, GradeOutcome]], list[Grade]]:
+    def rows_for(request: GraderRequest) -> Callable[[dict[int, GradeOutcome]], list[Grade]]:
         # Items with the same request (rare: a response repeated) share its line, as they
         # share a live call.
         return lambda outcomes: [
@@ -400,148 +393,6 @@ def _sample(
 
     outcome = _drive(claim, sample_all, store, deadline, save=lambda replies: samples_store(run, policy, replies))
     return outcome, failed
-
-
-def _items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
-    """The criteria the source run graded each response on, as it graded them; for a run of
-    rubric changes, the criteria its plan froze for each response's conversation; for a run
-    of the physician-labelled items, the criteria its plan froze for each response."""
-    if run.plan == Run.Plan.LABELLED:
-        planned = labelled_items(run, response_ids)
-        return [
-            Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
-            for response_id in sorted(planned)
-            for position, p in enumerate(planned[response_id])
-        ]
-    if run.plan == Run.Plan.RUBRIC_CHANGES:
-        conversation_of = dict(Response.objects.filter(id__in=response_ids).values_list("id", "conversation_id"))
-        rubric = changes_rubrics(run, set(conversation_of.values()))
-        return [
-            Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
-            for response_id in sorted(conversation_of)
-            for position, p in enumerate(rubric.get(conversation_of[response_id], []))
-        ]
-    rows = (
-        Grade.objects.filter(run=run.responses_from, response_id__in=response_ids)
-        .order_by("response_id", "position")
-        .values_list("response_id", "criterion_id", "position", "criterion_text", "points", "tags")
-    )
-    return [Item(*row) for row in rows]
-
-
-def _items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
-    """Each sample on its conversation's rubric in the run's frozen version (only the cluster
-    criteria for Consensus): a rubric edit after the launch changes nothing the run grades."""
-    rubric = version_rubrics(run, conversation_ids)
-    return [
-        Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
-        for response_id, conversation_id in samples_of(run, conversation_ids)
-        .order_by("id")
-        .values_list("id", "conversation_id")
-        for position, p in enumerate(rubric.get(conversation_id, []))
-    ]
-
-
-def request_key(grader: CallTarget, prompt_hash: str, prompt: str) -> str:
-    """Identifies a grader request: who answers it, how (API style, sampling or reasoning
-    settings, structured output), and the exact prompt sent (which holds the conversation,
-    the response and the criterion's text and points)."""
-    how = [grader.base_url, grader.model, grader.temperature, grader.max_tokens, prompt_hash]
-    if grader.api_style != "chat" or grader.reasoning or grader.structured_output:
-        # Only then: the keys of grades stored before these settings existed stay valid.
-        how += [grader.api_style, grader.reasoning, grader.reasoning_effort, grader.structured_output]
-    if grader.system_message:
-        how.append(grader.system_message)
-    head = json.dumps(how)
-    return hashlib.sha256(f"{head}\n{prompt}".encode()).hexdigest()
-
-
-@dataclass
-class _Request:
-    """One grader call and the items it answers: per criterion, one item (`keys` its request
-    key); per response, a chunk of one response's criteria (`keys` one per criterion, and
-    `fallbacks` the per-criterion prompt of each). `items` holds one list per response that
-    asks exactly this (more than one only when a response is repeated)."""
-
-    prompt: str
-    keys: list[str]
-    items: list[list[Item]]
-    fallbacks: list[str] | None = None
-
-
-def _conversation_blocks(items: list[Item]) -> dict[int, str]:
-    responses = {
-        rid: (text, cid)
-        for rid, text, cid in Response.objects.filter(id__in={i.response_id for i in items}).values_list(
-            "id", "text", "conversation_id"
-        )
-    }
-    # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
-    messages = cast(
-        "dict[int, list]",
-        dict(Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")),
-    )
-    return {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
-
-
-def _requests(run: Run, grader: CallTarget, items: list[Item]) -> dict[str, _Request]:
-    """The distinct per-criterion requests, by request key."""
-    blocks = _conversation_blocks(items)
-    if run.grader_config is None:  # only runs graded here have batches
-        raise EndpointConfigError(f"run {run.name} has no grader")
-    template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
-    requests: dict[str, _Request] = {}
-    for item in items:
-        prompt = render(template, conversation=blocks[item.response_id], item=rubric_item(item.text, item.points))
-        key = request_key(grader, prompt_hash, prompt)
-        requests.setdefault(key, _Request(prompt, [key], [])).items.append([item])
-    return requests
-
-
-def _chunk_requests(run: Run, grader: CallTarget, items: list[Item]) -> dict[str, _Request]:
-    """Per response: its criteria in chunks of at most the run's limit, one request each.
-    A criterion's key is the chunk's request key and its place in the chunk, so the grade
-    of an identical earlier chunk is found criterion by criterion."""
-    config = run.grader_config
-    if config is None or config.criteria_per_call is None:
-        raise EndpointConfigError(f"run {run.name} has no per-response grader settings")
-    blocks = _conversation_blocks(items)
-    by_response: dict[int, list[Item]] = {}
-    for item in items:
-        by_response.setdefault(item.response_id, []).append(item)
-    head = f"{PER_RESPONSE} {config.response_prompt_hash} {config.explanation_length}"
-    requests: dict[str, _Request] = {}
-    for response_id, criteria in by_response.items():
-        block = blocks[response_id]
-        for start, stop in chunk_bounds(len(criteria), config.criteria_per_call):
-            chunk = criteria[start:stop]
-            prompt = render_chunk(
-                conversation=block, items=[(i.text, i.points) for i in chunk], explanation=config.explanation_length
-            )
-            key = request_key(grader, head, prompt)
-            if key not in requests:
-                fallbacks = [
-                    render(config.prompt_template, conversation=block, item=rubric_item(i.text, i.points))
-                    for i in chunk
-                ]
-                keys = [hashlib.sha256(f"{key}\n{k}".encode()).hexdigest() for k in range(len(chunk))]
-                requests[key] = _Request(prompt, keys, [], fallbacks)
-            requests[key].items.append(chunk)
-    return requests
-
-
-def _cached(keys: list[str]) -> dict[str, GradeOutcome]:
-    found: dict[str, GradeOutcome] = {}
-    for start in range(0, len(keys), 500):
-        rows = Grade.objects.filter(request_key__in=keys[start : start + 500], status=Grade.Status.GRADED).values_list(
-            "request_key", "met", "explanation", "raw_output", "mode"
-        )
-        for key, met, explanation, raw, mode in rows:
-            if key is not None:
-                found.setdefault(
-                    key, GradeOutcome(met=met, explanation=explanation, raw_output=raw, fallback=False, mode=mode)
-                )
-    return found
 
 
 def _grade_row(

@@ -4,7 +4,7 @@ functions of plain values (no Django, no network).
 
 * Input: one line per distinct request, ``{"custom_id", "method": "POST", "url", "body"}``,
   the body exactly as the live call would send it. The ``custom_id`` is the request's key
-  (grading.pipeline.batches.request_key), which maps the line back to every item that asks
+  (grading.pipeline.batch_requests.request_key), which maps the line back to every item that asks
   it. Lines are cut into files of at most ``max_requests`` lines and ``max_bytes`` bytes
   (OpenAI: 50,000 and 200 MB).
 * Output and error files: ``{"id", "custom_id", "response": {"status_code", "request_id",

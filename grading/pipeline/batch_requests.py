@@ -1,0 +1,173 @@
+"""What a batch asks the grader: its items (the criteria of each response, for a re-grade or a
+sampled run) and the grader requests they make, per criterion or per response, each with the
+request key an identical earlier grade is found by. It reads criteria, conversations and
+earlier grades and writes nothing: claiming a batch and storing its grades are
+grading.pipeline.batches'."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import cast
+
+from annotation.models import Conversation
+from grading.models import Grade, Response, Run
+from grading.pipeline.client import GradeOutcome
+from grading.pipeline.endpoint import CallTarget, EndpointConfigError
+from grading.pipeline.grader_prompt import conversation_block, render, rubric_item
+from grading.pipeline.response_prompt import PER_RESPONSE, chunk_bounds, render_chunk
+from grading.pipeline.sampling import samples_of
+from grading.plans import changes_rubrics, labelled_items, version_rubrics
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    response_id: int
+    criterion_id: int | None
+    position: int
+    text: str
+    points: int
+    tags: list
+
+
+def items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
+    """The criteria the source run graded each response on, as it graded them; for a run of
+    rubric changes, the criteria its plan froze for each response's conversation; for a run
+    of the physician-labelled items, the criteria its plan froze for each response."""
+    if run.plan == Run.Plan.LABELLED:
+        planned = labelled_items(run, response_ids)
+        return [
+            Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
+            for response_id in sorted(planned)
+            for position, p in enumerate(planned[response_id])
+        ]
+    if run.plan == Run.Plan.RUBRIC_CHANGES:
+        conversation_of = dict(Response.objects.filter(id__in=response_ids).values_list("id", "conversation_id"))
+        rubric = changes_rubrics(run, set(conversation_of.values()))
+        return [
+            Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
+            for response_id in sorted(conversation_of)
+            for position, p in enumerate(rubric.get(conversation_of[response_id], []))
+        ]
+    rows = (
+        Grade.objects.filter(run=run.responses_from, response_id__in=response_ids)
+        .order_by("response_id", "position")
+        .values_list("response_id", "criterion_id", "position", "criterion_text", "points", "tags")
+    )
+    return [Item(*row) for row in rows]
+
+
+def items_sampled(run: Run, conversation_ids: list[int]) -> list[Item]:
+    """Each sample on its conversation's rubric in the run's frozen version (only the cluster
+    criteria for Consensus): a rubric edit after the launch changes nothing the run grades."""
+    rubric = version_rubrics(run, conversation_ids)
+    return [
+        Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
+        for response_id, conversation_id in samples_of(run, conversation_ids)
+        .order_by("id")
+        .values_list("id", "conversation_id")
+        for position, p in enumerate(rubric.get(conversation_id, []))
+    ]
+
+
+def request_key(grader: CallTarget, prompt_hash: str, prompt: str) -> str:
+    """Identifies a grader request: who answers it, how (API style, sampling or reasoning
+    settings, structured output), and the exact prompt sent (which holds the conversation,
+    the response and the criterion's text and points)."""
+    how = [grader.base_url, grader.model, grader.temperature, grader.max_tokens, prompt_hash]
+    if grader.api_style != "chat" or grader.reasoning or grader.structured_output:
+        # Only then: the keys of grades stored before these settings existed stay valid.
+        how += [grader.api_style, grader.reasoning, grader.reasoning_effort, grader.structured_output]
+    if grader.system_message:
+        how.append(grader.system_message)
+    head = json.dumps(how)
+    return hashlib.sha256(f"{head}\n{prompt}".encode()).hexdigest()
+
+
+@dataclass
+class GraderRequest:
+    """One grader call and the items it answers: per criterion, one item (`keys` its request
+    key); per response, a chunk of one response's criteria (`keys` one per criterion, and
+    `fallbacks` the per-criterion prompt of each). `items` holds one list per response that
+    asks exactly this (more than one only when a response is repeated)."""
+
+    prompt: str
+    keys: list[str]
+    items: list[list[Item]]
+    fallbacks: list[str] | None = None
+
+
+def conversation_blocks(items: list[Item]) -> dict[int, str]:
+    responses = {
+        rid: (text, cid)
+        for rid, text, cid in Response.objects.filter(id__in={i.response_id for i in items}).values_list(
+            "id", "text", "conversation_id"
+        )
+    }
+    # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
+    messages = cast(
+        "dict[int, list]",
+        dict(Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")),
+    )
+    return {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
+
+
+def criterion_requests(run: Run, grader: CallTarget, items: list[Item]) -> dict[str, GraderRequest]:
+    """The distinct per-criterion requests, by request key."""
+    blocks = conversation_blocks(items)
+    if run.grader_config is None:  # only runs graded here have batches
+        raise EndpointConfigError(f"run {run.name} has no grader")
+    template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
+    requests: dict[str, GraderRequest] = {}
+    for item in items:
+        prompt = render(template, conversation=blocks[item.response_id], item=rubric_item(item.text, item.points))
+        key = request_key(grader, prompt_hash, prompt)
+        requests.setdefault(key, GraderRequest(prompt, [key], [])).items.append([item])
+    return requests
+
+
+def chunk_requests(run: Run, grader: CallTarget, items: list[Item]) -> dict[str, GraderRequest]:
+    """Per response: its criteria in chunks of at most the run's limit, one request each.
+    A criterion's key is the chunk's request key and its place in the chunk, so the grade
+    of an identical earlier chunk is found criterion by criterion."""
+    config = run.grader_config
+    if config is None or config.criteria_per_call is None:
+        raise EndpointConfigError(f"run {run.name} has no per-response grader settings")
+    blocks = conversation_blocks(items)
+    by_response: dict[int, list[Item]] = {}
+    for item in items:
+        by_response.setdefault(item.response_id, []).append(item)
+    head = f"{PER_RESPONSE} {config.response_prompt_hash} {config.explanation_length}"
+    requests: dict[str, GraderRequest] = {}
+    for response_id, criteria in by_response.items():
+        block = blocks[response_id]
+        for start, stop in chunk_bounds(len(criteria), config.criteria_per_call):
+            chunk = criteria[start:stop]
+            prompt = render_chunk(
+                conversation=block, items=[(i.text, i.points) for i in chunk], explanation=config.explanation_length
+            )
+            key = request_key(grader, head, prompt)
+            if key not in requests:
+                fallbacks = [
+                    render(config.prompt_template, conversation=block, item=rubric_item(i.text, i.points))
+                    for i in chunk
+                ]
+                keys = [hashlib.sha256(f"{key}\n{k}".encode()).hexdigest() for k in range(len(chunk))]
+                requests[key] = GraderRequest(prompt, keys, [], fallbacks)
+            requests[key].items.append(chunk)
+    return requests
+
+
+def cached_outcomes(keys: list[str]) -> dict[str, GradeOutcome]:
+    found: dict[str, GradeOutcome] = {}
+    for start in range(0, len(keys), 500):
+        rows = Grade.objects.filter(request_key__in=keys[start : start + 500], status=Grade.Status.GRADED).values_list(
+            "request_key", "met", "explanation", "raw_output", "mode"
+        )
+        for key, met, explanation, raw, mode in rows:
+            if key is not None:
+                found.setdefault(
+                    key, GradeOutcome(met=met, explanation=explanation, raw_output=raw, fallback=False, mode=mode)
+                )
+    return found
