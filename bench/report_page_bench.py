@@ -444,7 +444,7 @@ def main() -> None:
     parser.add_argument(
         "--recompute-only",
         action="store_true",
-        help="only time a cold recompute of the report against today's code (no servers)",
+        help="only time a cold recompute of the report against --recompute-baseline-ref (no servers)",
     )
     parser.add_argument("--recompute-rounds", type=int, default=3, help="cold recomputes per side")
     parser.add_argument(

@@ -29,15 +29,18 @@ def grader_met(prompt: str) -> bool:
 def grader_reply(prompt: str, *, structured: bool = False) -> str:
     met = grader_met(prompt)
     answer = json.dumps({"explanation": "The response names it." if met else "It is not there.", "criteria_met": met})
-    if structured:
-        return answer
-    # Vary the wrapping as real models do; the parser must take all of these.
+    return answer if structured else _wrapped(answer, prompt, "Here is my judgement.")
+
+
+def _wrapped(answer: str, prompt: str, intro: str) -> str:
+    """The answer as a model without a schema may wrap it, varied by the prompt as real models
+    vary; the parser must take all of these: bare, in a json fence, or between sentences."""
     style = len(prompt) % 3
     if style == 0:
         return answer
     if style == 1:
         return f"```json\n{answer}\n```"
-    return f"Here is my judgement.\n{answer}\nI hope this helps."
+    return f"{intro}\n{answer}\nI hope this helps."
 
 
 CHUNK_HEADING = "\n# The rubric items\n"
@@ -86,14 +89,7 @@ def chunk_reply(prompt: str, *, structured: bool = False) -> str:
         if kind == "unknown":
             entries.append({**entry, "id": len(numbered) + 1})
     answer = json.dumps({"criteria": entries})
-    if structured:
-        return answer
-    style = len(prompt) % 3
-    if style == 0:
-        return answer
-    if style == 1:
-        return f"```json\n{answer}\n```"
-    return f"Here are my judgements.\n{answer}\nI hope this helps."
+    return answer if structured else _wrapped(answer, prompt, "Here are my judgements.")
 
 
 def policy_reply(messages: list[dict]) -> tuple[str, str | None]:

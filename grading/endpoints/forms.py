@@ -97,7 +97,7 @@ class EndpointForm(forms.ModelForm):
                 # is not copied onto it, which would keep the model's default of 0.
                 data["temperature"] = None
                 self.instance.temperature = None
-            elif temperature is not None:
+            else:
                 # Reasoning models reject a temperature with a 400: say so rather than drop it unseen.
                 self.add_error(
                     "temperature",

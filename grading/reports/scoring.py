@@ -185,9 +185,10 @@ def shared_bootstrap_stds(values: npt.ArrayLike, *, n_resamples: int = N_RESAMPL
             means[start : start + len(draws)] = np.where(totals > 0, sums[:, :m] / totals + centre, np.nan)
 
     # The draws stay one stream, in order (the numbers do not depend on the threads); the
-    # look-up and the product of each block, which release the GIL and cost about three times
-    # the drawing, run in two helper threads while the next blocks are drawn. At most
-    # _BLOCKS_IN_FLIGHT blocks are held at once.
+    # look-up and the product of each block, about three times the cost of drawing it, run in
+    # helper threads while the next blocks are drawn. The drawing and the product release the
+    # GIL, so they overlap; the look-up holds it and OpenBLAS runs one product at a time, so
+    # two helpers gain little over one. At most _BLOCKS_IN_FLIGHT blocks are held at once.
     rows = max(1, _BOOTSTRAP_BLOCK // n)
     with ThreadPoolExecutor(max_workers=_BOOTSTRAP_THREADS) as pool:
         pending: list[Future] = []

@@ -20,7 +20,6 @@ from django.db.models import (
     BinaryField,
     Case,
     F,
-    IntegerField,
     Min,
     QuerySet,
     TextField,
@@ -110,9 +109,7 @@ def _response_columns(run: Run, response_ids: npt.NDArray[np.int64]) -> Response
     one binary array (80,000 responses at paper size); on SQLite a row at a time."""
     responses = _responses_of(run)
     if connection.vendor == "postgresql":
-        flags = Case(When(refused=True, then=Value(2)), default=Value(0), output_field=BigIntegerField()) + Case(
-            When(truncated=True, then=Value(1)), default=Value(0), output_field=BigIntegerField()
-        )
+        flags = _flag("refused", 2) + _flag("truncated", 1)
         row = responses.aggregate(
             ids=_Bigints("id"),
             conversations=_Bigints("conversation_id"),
@@ -170,15 +167,24 @@ GradeColumns = tuple[
 ]
 
 
-def _grade_columns_by_row(grades: QuerySet) -> GradeColumns:
-    """The grade columns a row at a time (SQLite)."""
-    met_code = Case(
+def _met_code() -> Case:
+    """A grade's scoring.MET, NOT_MET or MISSING (a failed grade), computed by the database."""
+    return Case(
         When(status=Grade.Status.FAILED, then=Value(scoring.MISSING)),
         When(met=True, then=Value(scoring.MET)),
         default=Value(scoring.NOT_MET),
-        output_field=IntegerField(),
+        output_field=BigIntegerField(),
     )
-    rows = _fetch(grades.values_list("response_id", "points", met_code, Cast("tags", TextField()), "reused"))
+
+
+def _flag(field: str, value: int) -> Case:
+    """`value` where the boolean `field` is true, else 0: a bit to pack beside others."""
+    return Case(When(**{field: True}, then=Value(value)), default=Value(0), output_field=BigIntegerField())
+
+
+def _grade_columns_by_row(grades: QuerySet) -> GradeColumns:
+    """The grade columns a row at a time (SQLite)."""
+    rows = _fetch(grades.values_list("response_id", "points", _met_code(), Cast("tags", TextField()), "reused"))
     texts = list(map(itemgetter(3), rows))
     numbering = {text: i for i, text in enumerate(dict.fromkeys(texts))}
     return (
@@ -192,10 +198,9 @@ def _grade_columns_by_row(grades: QuerySet) -> GradeColumns:
 
 
 # A grade packed into one bigint by PostgreSQL: response id, then points (any smallint), then
-# reused (1 bit) and the met code (2 bits: 0 not met, 1 met, 2 failed).
+# reused (1 bit) and the met code plus one (2 bits: MISSING, NOT_MET, MET as 0, 1, 2).
 _POINTS_OFFSET, _POINTS_BITS = 1 << 15, 16
 _FLAG_BITS = 3
-_FAILED_CODE = 2
 
 
 class _Bigints(Aggregate):
@@ -224,17 +229,12 @@ def _grade_columns_aggregated(grades: QuerySet) -> GradeColumns:
     one run of bytes that numpy reads in place, instead of a Python tuple per grade, which was
     most of the cost of loading a paper-size run. Groups come in the order of their first
     grade, the order a row-by-row read meets their tag lists (that order numbers the tags)."""
-    met_code = Case(
-        When(status=Grade.Status.FAILED, then=Value(_FAILED_CODE)),
-        When(met=True, then=Value(1)),
-        default=Value(0),
-        output_field=BigIntegerField(),
-    )
     packed = (
         (Cast("response_id", BigIntegerField()) * (1 << _POINTS_BITS) + F("points") + _POINTS_OFFSET)
         * (1 << _FLAG_BITS)
-        + Case(When(reused=True, then=Value(4)), default=Value(0), output_field=BigIntegerField())
-        + met_code
+        + _flag("reused", 4)
+        + _met_code()
+        + 1
     )
     # Sorted here, not by the database: an ORDER BY would sort the arrays along with the groups.
     groups = sorted(
@@ -244,8 +244,7 @@ def _grade_columns_aggregated(grades: QuerySet) -> GradeColumns:
         return np.empty(0, np.int64), np.empty(0), np.empty(0, np.int8), np.empty(0, np.intp), [], 0
     arrays = [_bigints(data) for _, _, data in groups]
     values = np.concatenate(arrays)
-    met = (values & 3).astype(np.int8)
-    met[met == _FAILED_CODE] = scoring.MISSING
+    met = ((values & 3) - 1).astype(np.int8)
     flags = values >> _FLAG_BITS
     return (
         flags >> _POINTS_BITS,
