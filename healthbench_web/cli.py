@@ -32,6 +32,7 @@ ALIASES = {
     "build-subset": "build_subset",
     "template": "grader_template",
     "demo": "load_demo",
+    "calibrate": "calibrate",
 }
 
 # Commands that work on an unmigrated (or absent) database, or make it.

@@ -18,6 +18,7 @@ SAYS_PURE = re.compile(r"\b(pure|plain) (python|numpy|arithmetic|functions)\b|\b
 KNOWN_PURE = {
     "grading.reports.scoring",
     "grading.reports.comparison",
+    "grading.calibration.ppi",
     "grading.metaeval.agreement",
     "grading.metaeval.chance",
     "grading.metaeval.grader_comparison",
