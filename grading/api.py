@@ -14,7 +14,14 @@ from rest_framework.response import Response as ApiResponse
 
 from annotation.models import Subset
 from grading.api_filters import GradeFilter, RunFilter
-from grading.api_serializers import MetaEvalReportSerializer, RunReportSerializer
+from grading.api_serializers import (
+    CalibrationReportSerializer,
+    CalibrationSampleSerializer,
+    MetaEvalReportSerializer,
+    RunReportSerializer,
+)
+from grading.calibration.report import calibration_report_cached, with_calibration
+from grading.calibration.sample import SampleError, calibration_sample_draw, calibration_sample_preview
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE, raw_endpoint_fields
 from grading.metaeval.report import run_meta_eval_report_cached
 from grading.models import Endpoint, ExplanationLength, Grade, GradingMode, Run
@@ -434,7 +441,8 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def report(self, request, name=None):
         """The score report: the reference's metric names plus worst-at-k, error rates and counts."""
-        return ApiResponse(run_report_document(run=self.get_object()))
+        run = self.get_object()
+        return ApiResponse(with_calibration(run, run_report_document(run=run)))
 
     @extend_schema(
         responses={200: MetaEvalReportSerializer},
@@ -449,6 +457,38 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except serializers.ValidationError as exc:
             raise ValidationError({"seed": exc.detail}) from None
         return ApiResponse(run_meta_eval_report_cached(run=self.get_object(), seed=value))
+
+    @extend_schema(
+        request=CalibrationSampleSerializer,
+        responses={200: CalibrationReportSerializer, 201: CalibrationReportSerializer, 404: None},
+    )
+    @action(detail=True, methods=["get", "post"])
+    def calibration(self, request, name=None):
+        """GET: the physician-calibrated score. POST: draw the run's calibration sample (once)."""
+        run = self.get_object()
+        if request.method == "POST":
+            form = CalibrationSampleSerializer(data=request.data)
+            form.is_valid(raise_exception=True)
+            options = {
+                "run": run,
+                "size": form.validated_data["n"],
+                "seed": form.validated_data["seed"],
+                "by_theme": form.validated_data["by_theme"],
+                "physicians_per_response": form.validated_data["physicians"],
+            }
+            try:
+                if form.validated_data["dry_run"]:
+                    return ApiResponse({"preview": asdict(calibration_sample_preview(**options))})
+                calibration_sample_draw(**options, created_by=request.user.get_username())
+            except SampleError as exc:
+                raise ValidationError({"non_field_errors": [str(exc)]}) from None
+            return ApiResponse(calibration_report_cached(run), status=status.HTTP_201_CREATED)
+        data = calibration_report_cached(run)
+        if data is None:
+            return ApiResponse(
+                {"detail": f"{run.name} has no calibration sample: POST n and seed here to draw one."}, status=404
+            )
+        return ApiResponse(data)
 
 
 def _dry_run(data) -> bool:

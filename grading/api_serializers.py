@@ -72,6 +72,72 @@ class RunReportSerializer(serializers.Serializer):
         allow_null=True, help_text="how the grader compares with the reference's (grading.reports.grader_marks)"
     )
     grading = GradingRecordSerializer(allow_null=True, help_text="how the grader was asked; null for an imported run")
+    calibration = serializers.DictField(
+        required=False,
+        help_text="the physician-calibrated score (the same document as GET /api/runs/NAME/calibration/); "
+        "present only when the run has a calibration sample",
+    )
+
+
+# --- the calibrated score -----------------------------------------------------------------
+
+
+class BoundsSerializer(serializers.Serializer):
+    low = serializers.FloatField()
+    high = serializers.FloatField()
+
+
+class CalibrationSerializer(serializers.Serializer):
+    n = serializers.IntegerField(help_text="sampled responses scored by physicians")
+    n_run = serializers.IntegerField(help_text="responses scored by the grader")
+    estimate = serializers.FloatField(allow_null=True, help_text="the calibrated score (PPI++)")
+    se = serializers.FloatField(allow_null=True)
+    lam = serializers.FloatField(allow_null=True, help_text="PPI++ power tuning; null when combined over strata")
+    interval = BoundsSerializer(allow_null=True, help_text="95%, t(n - 2); null below 30 responses")
+    no_interval_reason = serializers.CharField(allow_blank=True)
+    grader_only = serializers.FloatField()
+    grader_only_interval = BoundsSerializer(allow_null=True)
+    physician_only = serializers.FloatField(allow_null=True)
+    physician_only_interval = BoundsSerializer(allow_null=True)
+    bias = serializers.FloatField(allow_null=True, help_text="mean physician minus grader score on the sample")
+    effective_n = serializers.FloatField(allow_null=True, help_text="physician-only labels the interval is worth")
+
+
+class CalibrationDesignSerializer(serializers.Serializer):
+    size = serializers.IntegerField()
+    seed = serializers.IntegerField()
+    by_theme = serializers.BooleanField()
+    physicians_per_response = serializers.IntegerField()
+    drawn = serializers.DateTimeField()
+
+
+class CalibrationProgressSerializer(serializers.Serializer):
+    sampled = serializers.IntegerField()
+    labelled = serializers.IntegerField()
+    complete = serializers.BooleanField()
+
+
+class CalibrationDisagreementSerializer(serializers.Serializer):
+    responses_with_two = serializers.IntegerField()
+    mean_absolute_difference = serializers.FloatField(allow_null=True)
+
+
+class CalibrationReportSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    method = serializers.CharField()
+    design = CalibrationDesignSerializer()
+    progress = CalibrationProgressSerializer()
+    physician_disagreement = CalibrationDisagreementSerializer()
+    overall = CalibrationSerializer()
+    themes = serializers.DictField(child=CalibrationSerializer())
+
+
+class CalibrationSampleSerializer(serializers.Serializer):
+    n = serializers.IntegerField(min_value=2, max_value=2000, help_text="responses to sample")
+    seed = serializers.IntegerField(min_value=0, max_value=2**63 - 1, help_text="seed of the random draw")
+    by_theme = serializers.BooleanField(default=False, help_text="stratify by theme")
+    physicians = serializers.ChoiceField(choices=(1, 2), default=1, help_text="physicians per sampled response")
+    dry_run = serializers.BooleanField(default=False, help_text="only say what drawing would do")
 
 
 # --- the meta-eval report -----------------------------------------------------------------

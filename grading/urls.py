@@ -5,4 +5,5 @@ urlpatterns = [
     path("", include("grading.endpoints.urls")),
     path("", include("grading.reports.urls")),
     path("", include("grading.metaeval.urls")),
+    path("", include("grading.calibration.urls")),
 ]

@@ -201,11 +201,13 @@ def test_query_counts_stay_fixed(researcher, run, django_assert_max_num_queries)
     url = reverse("report_detail", args=[run.code])
     # Session, user, role, run, grades, responses, conversations, the page's rows, and the
     # live rubric against the run's (its fingerprint, the run's items, the live criteria), and
-    # the finished run's report kept in the database (looked up, then written in a savepoint).
-    with django_assert_max_num_queries(16):
+    # the finished run's report kept in the database (looked up, then written in a savepoint),
+    # and whether the run has a calibration sample.
+    with django_assert_max_num_queries(17):
         researcher.get(url)
-    # From the cache: session, user, role, run, the rubric's fingerprint, the page's rows.
-    with django_assert_max_num_queries(6):
+    # From the cache: session, user, role, run, the rubric's fingerprint, the page's rows, and
+    # whether the run has a calibration sample.
+    with django_assert_max_num_queries(7):
         researcher.get(url, {"page": 2})
     with django_assert_max_num_queries(5):
         researcher.get(reverse("report_list"))

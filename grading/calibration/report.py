@@ -14,11 +14,14 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from django.db.models import Count, IntegerField, Max, Q, Sum
+from django.db.models.functions import Cast
 
 from annotation.models import Physician, PhysicianLabel
 from grading.calibration.population import grader_scores
 from grading.calibration.ppi import Calibration, calibrate, calibrate_stratified
 from grading.models import CalibrationSample, Grade, Run
+from healthbench_web.shared_cache import once_per_version
 from healthbench_web.spreadsheet import csv_text
 
 REPORT_VERSION = 1
@@ -175,3 +178,33 @@ def calibration_csv(data: dict[str, Any]) -> str:
     rows = [_csv_row("overall", data["overall"])]
     rows.extend(_csv_row(theme, part) for theme, part in data["themes"].items())
     return csv_text(CSV_COLUMNS, rows)
+
+
+def _labels_fingerprint(sample: CalibrationSample) -> str:
+    """Changes when a label of the sample is added, changed, or its physician removed."""
+    stats = PhysicianLabel.objects.filter(response_id__in=sample.items.values("response_id")).aggregate(
+        n=Count("id"),
+        last=Max("id"),
+        met=Sum(Cast("met", IntegerField())),
+        removed=Count("id", filter=Q(physician__status=Physician.Status.REMOVED)),
+    )
+    return f"{stats['n']}-{stats['last'] or 0}-{stats['met'] or 0}-{stats['removed']}"
+
+
+def calibration_report_cached(run: Run) -> dict[str, Any] | None:
+    """calibration_report, computed once per state of the sample's labels (the run never moves)."""
+    sample = CalibrationSample.objects.filter(run=run).first()
+    if sample is None:
+        return None
+    key = f"calibration:v{REPORT_VERSION}:{run.code}:{sample.pk}:{run.report_version}:{_labels_fingerprint(sample)}"
+    return once_per_version(key, 0, lambda: calibration_report(run))
+
+
+def with_calibration(run: Run, document: dict[str, Any]) -> dict[str, Any]:
+    """The run's report document with its calibration under one new key, when it has a sample.
+
+    The reference's keys are untouched; the calibration grows as physicians label, the rest
+    of the document never moves.
+    """
+    data = calibration_report_cached(run)
+    return document if data is None else {**document, "calibration": data}

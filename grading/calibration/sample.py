@@ -106,6 +106,54 @@ def _label_physicians() -> list[int]:
     )
 
 
+@dataclass(frozen=True)
+class SamplePreview:
+    """What drawing would do, read-only: shown before a curator confirms."""
+
+    scored: int  # the run's scored responses, which the sample is drawn from
+    size: int
+    per_stratum: dict[str, int]  # by theme when stratified, else {"": size}
+    criteria: int  # (response, criterion) items to label, per physician
+    tasks_at_most: int  # criteria x physicians per response
+
+
+def _check(run: Run, size: int, seed: int, physicians_per_response: int) -> dict[str, list[int]]:
+    """The run's population to draw from, or SampleError with the reason."""
+    if run.status not in FINISHED:
+        raise SampleError(f"{run.name} is {run.status}: draw a calibration sample once the run has finished")
+    if not MIN_SIZE <= size <= MAX_SIZE:
+        raise SampleError(f"the sample size must be between {MIN_SIZE} and {MAX_SIZE}, not {size}")
+    if physicians_per_response not in (1, 2):
+        raise SampleError("each sampled response goes to one or two physicians")
+    if not 0 <= seed < 2**63:
+        raise SampleError("the seed must be a whole number from 0 to 2^63 - 1")
+    if CalibrationSample.objects.filter(run=run).exists():
+        raise SampleError(f"{run.name} already has a calibration sample; a sample is never redrawn")
+    population = scored_population(run)
+    available = sum(len(ids) for ids in population.values())
+    if size > available:
+        raise SampleError(f"{run.name} has {available} scored responses; a sample of {size} needs as many")
+    return population
+
+
+def calibration_sample_preview(
+    *, run: Run, size: int, seed: int, by_theme: bool = False, physicians_per_response: int = 1
+) -> SamplePreview:
+    population = _check(run, size, seed, physicians_per_response)
+    chosen = draw(population, size, seed, by_theme)
+    per_stratum: dict[str, int] = defaultdict(int)
+    for _, stratum in chosen:
+        per_stratum[stratum] += 1
+    criteria = len(_label_items([rid for rid, _ in chosen], run))
+    return SamplePreview(
+        scored=sum(len(ids) for ids in population.values()),
+        size=size,
+        per_stratum=dict(sorted(per_stratum.items())),
+        criteria=criteria,
+        tasks_at_most=criteria * physicians_per_response,
+    )
+
+
 def calibration_sample_draw(
     *,
     run: Run,
@@ -116,23 +164,10 @@ def calibration_sample_draw(
     created_by: str = "",
     assigned_by: Physician | None = None,
 ) -> SampleSummary:
-    if run.status not in FINISHED:
-        raise SampleError(f"{run.name} is {run.status}: draw a calibration sample once the run has finished")
-    if not MIN_SIZE <= size <= MAX_SIZE:
-        raise SampleError(f"the sample size must be between {MIN_SIZE} and {MAX_SIZE}, not {size}")
-    if physicians_per_response not in (1, 2):
-        raise SampleError("each sampled response goes to one or two physicians")
-    if not 0 <= seed < 2**63:
-        raise SampleError("the seed must be a whole number from 0 to 2^63 - 1")
-    population = scored_population(run)
-    available = sum(len(ids) for ids in population.values())
-    if size > available:
-        raise SampleError(f"{run.name} has {available} scored responses; a sample of {size} needs as many")
     with transaction.atomic():
         # The row lock makes two curators drawing at once get one sample and one clear refusal.
         Run.objects.select_for_update().get(pk=run.pk)
-        if CalibrationSample.objects.filter(run=run).exists():
-            raise SampleError(f"{run.name} already has a calibration sample; a sample is never redrawn")
+        population = _check(run, size, seed, physicians_per_response)
         sample = CalibrationSample.objects.create(
             run=run,
             size=size,

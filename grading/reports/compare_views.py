@@ -6,6 +6,7 @@ from django.shortcuts import render
 
 from annotation.access import require_role
 from grading.access import READERS, get_run_for_reader
+from grading.calibration.report import calibration_report_cached
 from grading.models import Run
 from grading.reports.compare import run_comparison
 from grading.reports.grader_marks import grader_warnings
@@ -29,6 +30,8 @@ def run_compare(request: HttpRequest) -> HttpResponse:
         "run_b": run_b,
         "comparison": comparison,
         "grader_warnings": grader_warnings(run_a, run_b) if run_a and run_b else [],
+        # Each run's grader-only score beside what physicians would give it, where sampled.
+        "calibrations": [(run, calibration_report_cached(run)) for run in (run_a, run_b) if run] if comparison else [],
     }
     return render(request, "compare/compare.html", context)
 

@@ -279,4 +279,23 @@ def report_csv(data: dict) -> str:
         rows.append(["grader:prompt_sha256", grader["prompt_sha256"], "", ""])
     for key, value in (data.get("grading") or {}).items():
         rows.append([f"grading:{key}", value, "", ""])
+    if data.get("calibration"):
+        rows.extend(calibration_csv_rows(data["calibration"]))
     return csv_text(CSV_COLUMNS, rows)
+
+
+def calibration_csv_rows(data: dict) -> list[list]:
+    """The overall calibration as rows of the report CSV (name, value, n_samples, bootstrap_std)."""
+    overall = data["overall"]
+    interval = overall["interval"] or {}
+    rows = [
+        ["calibration:estimate", overall["estimate"], overall["n"], ""],
+        ["calibration:interval_low", interval.get("low", ""), "", ""],
+        ["calibration:interval_high", interval.get("high", ""), "", ""],
+        ["calibration:grader_only", overall["grader_only"], overall["n_run"], ""],
+        ["calibration:physician_only", overall["physician_only"], overall["n"], ""],
+        ["calibration:bias", overall["bias"], overall["n"], ""],
+        ["calibration:effective_n", overall["effective_n"], "", ""],
+        ["calibration:sample_seed", data["design"]["seed"], data["design"]["size"], ""],
+    ]
+    return [[name, "" if value is None else value, n, std] for name, value, n, std in rows]

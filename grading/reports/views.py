@@ -14,6 +14,7 @@ from django_htmx.middleware import HtmxDetails
 
 from annotation.access import require_role
 from grading.access import READERS, get_run_for_reader, get_run_response_for_reader
+from grading.calibration.report import calibration_report_cached, with_calibration
 from grading.models import Grade, Response, Run
 from grading.pipeline.progress import run_progress
 from grading.plans import planned_count, rubric_drift_cached
@@ -74,6 +75,7 @@ def report_detail(request: HtmxHttpRequest, code) -> HttpResponse:
         # progress keeps spending).
         progress=run_progress(run=run) if run.grader_config_id else None,
         drift=None if run.is_active else rubric_drift_cached(run),
+        calibration=None if run.is_active else calibration_report_cached(run),
     )
     return render(request, "reports/report_detail.html", context)
 
@@ -167,7 +169,7 @@ def _download_name(run: Run, extension: str) -> str:
 @login_required
 def report_json(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
-    text = json.dumps(run_report_document(run=run), indent=2) + "\n"
+    text = json.dumps(with_calibration(run, run_report_document(run=run)), indent=2) + "\n"
     response = HttpResponse(text, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "json")}"'
     return response
@@ -177,7 +179,9 @@ def report_json(request: HtmxHttpRequest, code) -> HttpResponse:
 @login_required
 def report_csv_download(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
-    response = HttpResponse(report_csv(run_report_document(run=run)), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(
+        report_csv(with_calibration(run, run_report_document(run=run))), content_type="text/csv; charset=utf-8"
+    )
     response["Content-Disposition"] = f'attachment; filename="{_download_name(run, "csv")}"'
     return response
 

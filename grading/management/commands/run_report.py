@@ -1,5 +1,6 @@
 import json
 
+from grading.calibration.report import with_calibration
 from grading.management.report_command import ReportCommand
 from grading.models import Run
 from grading.reports.report import DEFAULT_SEED, grading_record, report_csv, run_report
@@ -17,6 +18,6 @@ class Command(ReportCommand):
     default_seed = DEFAULT_SEED
 
     def render(self, run: Run, fmt: str, seed: int) -> tuple[str, str]:
-        data = {**run_report(run=run, seed=seed).data, "grading": grading_record(run)}
+        data = with_calibration(run, {**run_report(run=run, seed=seed).data, "grading": grading_record(run)})
         text = json.dumps(data, indent=2) + "\n" if fmt == "json" else report_csv(data)
         return text, f"score report of run {run.name!r}"
