@@ -127,3 +127,23 @@ def test_api_draws_and_reads_the_calibration(demo_run):
     bad = client.post(url, {"n": 1, "seed": 4}, format="json")
     assert bad.status_code == 400
     assert "n" in bad.json()
+
+
+def test_physicians_label_the_sample_on_the_usual_page(demo_run):
+    call_command("calibrate", "sample", "demo-run", "--n", "3", "--seed", "21", stdout=StringIO())
+    sample_ids = CalibrationSample.objects.get(run=demo_run).items.values("response_id")
+    tasks = Assignment.objects.filter(kind="label", status="open", response_id__in=sample_ids)
+    assert tasks.exists()
+    for task in tasks.select_related("physician__user", "criterion"):
+        client = _logged_in(task.physician.user.username)
+        url = reverse("label_item", args=[task.code])
+        page = client.get(url)
+        assert page.status_code == 200
+        # Any rubric criterion is labelled there, not only consensus ones; the grader's verdict is never shown.
+        first_words = " ".join(task.criterion.text.split()[:3])
+        assert first_words in page.content.decode()
+        assert b"criteria_met" not in page.content
+        assert client.post(url, {"met": "yes"}).status_code in (200, 302)
+    assert not tasks.filter(status="open").exists()
+    report = json.loads(_logged_in("researcher").get(reverse("calibration_json", args=[demo_run.code])).content)
+    assert report["progress"] == {"sampled": 3, "labelled": 3, "complete": True}
