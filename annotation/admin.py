@@ -14,6 +14,8 @@ from annotation.models import (
     SubsetMember,
     SubsetVersion,
 )
+from annotation.rubric_versions import rubric_changed
+from healthbench_web.admin_text import TEXT_IN_ANY_SCRIPT
 
 
 @admin.register(Physician)
@@ -25,6 +27,7 @@ class PhysicianAdmin(admin.ModelAdmin):
 
 
 class CriterionInline(admin.TabularInline):
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
     model = Criterion
     fields = ["position", "points", "text", "axis", "level", "consensus_criterion", "flagged_for_review"]
     raw_id_fields = ["consensus_criterion"]
@@ -33,23 +36,48 @@ class CriterionInline(admin.TabularInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
     list_display = ["prompt_id", "theme", "turns", "created"]
     list_filter = ["theme", "subsets"]
     search_fields = ["prompt_id", "messages"]
     inlines = [CriterionInline]
     raw_id_fields = ["author"]
+    exclude = ["rubric_version"]
+
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        if formset.model is Criterion and (formset.new_objects or formset.changed_objects or formset.deleted_objects):
+            rubric_changed([form.instance.id])
 
 
 @admin.register(Criterion)
 class CriterionAdmin(admin.ModelAdmin):
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
     list_display = ["__str__", "conversation", "points", "axis", "level", "origin", "flagged_for_review"]
     list_filter = ["level", "origin", "axis", "flagged_for_review"]
     search_fields = ["text", "conversation__prompt_id"]
     raw_id_fields = ["conversation", "author", "consensus_criterion"]
 
+    # Every criterion written here moves its conversation's rubric version (and the old one's,
+    # when the criterion moved to another conversation), as the services' writes do.
+    def save_model(self, request, obj, form, change):
+        before = form.initial.get("conversation") if change else None
+        super().save_model(request, obj, form, change)
+        rubric_changed([obj.conversation_id, *([before] if before else [])])
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        rubric_changed([obj.conversation_id])
+
+    def delete_queryset(self, request, queryset):
+        conversation_ids = list(queryset.values_list("conversation_id", flat=True))
+        super().delete_queryset(request, queryset)
+        rubric_changed(conversation_ids)
+
 
 @admin.register(ConsensusCriterion)
 class ConsensusCriterionAdmin(admin.ModelAdmin):
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
     list_display = ["cluster", "theme", "axis", "points", "in_meta_eval"]
     list_filter = ["theme", "axis", "in_meta_eval"]
     search_fields = ["cluster", "text"]
@@ -65,6 +93,7 @@ class ConsensusVoteAdmin(admin.ModelAdmin):
 
 @admin.register(IdealResponse)
 class IdealResponseAdmin(admin.ModelAdmin):
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
     list_display = ["conversation", "group", "condition", "from_dataset", "author", "created"]
     list_filter = ["condition", "group", "from_dataset"]
     search_fields = ["conversation__prompt_id", "text"]
@@ -73,6 +102,7 @@ class IdealResponseAdmin(admin.ModelAdmin):
 
 @admin.register(PhysicianLabel)
 class PhysicianLabelAdmin(admin.ModelAdmin):
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
     list_display = ["physician", "response", "criterion", "met", "created"]
     list_filter = ["met", "criterion__level"]
     search_fields = ["response__conversation__prompt_id", "physician__anonymized_id", "physician__user__username"]
@@ -120,6 +150,7 @@ class CriterionEditAdmin(admin.ModelAdmin):
 
 @admin.register(Assignment)
 class AssignmentAdmin(admin.ModelAdmin):
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
     list_display = ["physician", "kind", "conversation", "status", "created", "completed"]
     list_filter = ["kind", "status"]
     search_fields = ["conversation__prompt_id", "physician__user__username"]

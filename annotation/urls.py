@@ -47,6 +47,7 @@ urlpatterns = [
     # Curators write here; researchers may read.
     path("curator/assignments/", views_curation.assignments, name="assignments"),
     path("curator/physicians/", views_curation.physicians, name="physicians"),
+    path("curator/physicians/link/", views_curation.physician_link, name="physician_link"),
     path("curator/physicians/<uuid:code>/status/", views_curation.physician_status, name="physician_status"),
     # Curators' data pages: import, subsets, consensus overview, statistics.
     path("curator/import/", views_curator.curator_import, name="curator_import"),

@@ -112,10 +112,10 @@ def build_source(conversations: int):
 
 
 def _spec_fields(mode: str) -> dict:
-    """The RunSpec field that chooses the grading mode, where this version has one."""
-    from grading.pipeline.estimate import RunSpec
+    """The RunRequest field that chooses the grading mode, where this version has one."""
+    from grading.pipeline.run_request import RunRequest
 
-    if "grading_mode" in RunSpec.__dataclass_fields__:
+    if "grading_mode" in RunRequest.__dataclass_fields__:
         return {"grading_mode": mode}
     if mode != "per-criterion":
         raise SystemExit(f"this version has no {mode} mode")
@@ -126,9 +126,10 @@ def grade(source, mode: str, batched: bool, concurrency: int) -> dict:
     """One run of `mode`, live or batched, on a test server of its own."""
     from grading.models import Endpoint, Run, RunBatch
     from grading.pipeline.batches import Outcome, batch_run
-    from grading.pipeline.estimate import RunSpec, plan_estimate, run_plan
+    from grading.pipeline.estimate import plan_estimate, run_plan
     from grading.pipeline.progress import run_progress
     from grading.pipeline.run_launch import run_launch
+    from grading.pipeline.run_request import RunRequest
     from tests.llm_server import LLMServer
 
     server = LLMServer().start()
@@ -144,7 +145,7 @@ def grade(source, mode: str, batched: bool, concurrency: int) -> dict:
             batch_discount=Decimal("0.5"),
             **PRICES,
         )
-        spec = RunSpec(
+        spec = RunRequest(
             name=name,
             grader=grader,
             responses_from=source,

@@ -43,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "healthbench_web.settings")
 os.environ.setdefault("ENDPOINT_ALLOW_PRIVATE_NETWORKS", "1")
+os.environ.setdefault("LOG_LEVEL", "WARNING")  # as bench/__init__.py, which this one does not import
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "healthbench-samples" / "eval_sample.jsonl"
 PAPER_CRITERIA = 11.4
@@ -107,8 +108,9 @@ def measure(mode: str, data, server_url: str, concurrency: int, explanation: str
     from grading.pipeline.client import RetryPolicy, ask_grader_chunk
     from grading.pipeline.endpoint import CallTarget
     from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, conversation_block, render, rubric_item
+    from grading.pipeline.modes.per_response import NAME as PER_RESPONSE
     from grading.pipeline.rate_limit import LocalRateLimiter
-    from grading.pipeline.response_prompt import CRITERIA_PER_CALL, PER_RESPONSE, chunk_bounds, render_chunk
+    from grading.pipeline.response_prompt import CRITERIA_PER_CALL, chunk_bounds, render_chunk
 
     target = CallTarget(
         base_url=server_url, model="gpt-4.1", api_key_env="", temperature=0.0, max_tokens=2048, timeout=60.0
@@ -159,11 +161,12 @@ async def _one(target, prompt: str, limiter, policy) -> list:
 def product_estimate(mode: str, data, explanation: str, *, batch: bool = False):
     """The estimate the product shows before launching the same run (its own functions)."""
     from grading.models import Endpoint
-    from grading.pipeline.estimate import RunSpec, plan_estimate, responses_plan
-    from grading.pipeline.response_prompt import PER_RESPONSE
+    from grading.pipeline.estimate import plan_estimate, responses_plan
+    from grading.pipeline.modes.per_response import NAME as PER_RESPONSE
+    from grading.pipeline.run_request import RunRequest
 
     grader = Endpoint(name="gpt-4.1", model="gpt-4.1", batch_discount=BATCH_DISCOUNT, **GPT41)
-    spec = RunSpec(
+    spec = RunRequest(
         name="paper",
         grader=grader,
         grading_mode=mode,
@@ -195,7 +198,7 @@ def throughput(args) -> None:
     from bench import grading_bench
     from bench._db import fresh_postgres
 
-    fresh_postgres("healthbench_bench_grading_modes")
+    fresh_postgres(args.database)
     from tests.llm_server import LLMServer
 
     server = LLMServer(latency=args.latency).start()
@@ -228,6 +231,7 @@ def main() -> None:
     parser.add_argument("--grades", type=int, default=60_000, help="criteria graded in the throughput part")
     parser.add_argument("--worker-concurrency", type=int, default=120)
     parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--database", default="healthbench_bench_grading_modes", help="the throughput part's database")
     args = parser.parse_args()
     if args.throughput:
         # A process of its own: the accounting part sets Django up on the default database.

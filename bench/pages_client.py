@@ -3,13 +3,16 @@
 Each thread keeps its session cookie and one keep-alive connection (http.client) and, per
 round, opens the home page, the rubric editor, the ideal-response editor, the consensus
 ballot and a labeling item, then labels it with the htmx POST that brings the next item.
-Round -1 warms the server up and is not timed. Prints one JSON line of latencies per page.
+Round -1 warms the server up and is not timed. With "think": [low, high] in the config (the
+soak), each client waits a random time in that range, in seconds, before each request, as a
+physician reading the page would. Prints one JSON line of latencies per page.
 
 Usage (started by bench/pages_bench.py): python bench/pages_client.py CONFIG.json
 """
 
 import http.client
 import json
+import random
 import re
 import resource
 import sys
@@ -55,6 +58,7 @@ def main(config_path: str) -> None:
     config = json.loads(Path(config_path).read_text())
     port, rounds, deadline = config["port"], config["rounds"], time.monotonic() + config["seconds"]
     physicians = config["physicians"]
+    think = config.get("think")
     results: dict[str, list[float]] = {page: [] for page in PAGES}
     errors: list[str] = []
     lock = threading.Lock()
@@ -62,7 +66,16 @@ def main(config_path: str) -> None:
     def run(index: int) -> None:
         mine = physicians[index :: config["clients"]]
         sessions = [Session(port, p["session"]) for p in mine]
-        for r in range(-1, rounds):  # round -1 warms the workers up and is not counted
+        rng = random.Random(index)
+
+        def pause() -> bool:
+            """A physician's reading time before the next request; False once the run is over."""
+            if think:
+                time.sleep(min(rng.uniform(*think), max(0.0, deadline - time.monotonic())))
+            return time.monotonic() <= deadline
+
+        # Round -1 warms the workers up and is not counted; the soak (with think time) counts every request.
+        for r in range(0 if think else -1, rounds):
             if time.monotonic() > deadline:
                 break
             p, s = mine[r % len(mine)], sessions[r % len(sessions)]
@@ -90,25 +103,34 @@ def main(config_path: str) -> None:
             ]
             token = None
             for page, method, path, body, headers in steps:
-                status, text, elapsed = s.request(method, path, body, headers)
+                if not pause():
+                    break
+                try:
+                    status, text, elapsed = s.request(method, path, body, headers)
+                except (http.client.HTTPException, OSError) as exc:  # a timeout counts as an error
+                    status, text, elapsed = 0, repr(exc), 0.0
                 if status != 200:
                     with lock:
                         errors.append(f"{page} {path}: {status}")
                     continue
-                if page == "label item":
-                    token = CSRF.search(text).group(1)
+                if page == "label item" and (found := CSRF.search(text)):
+                    token = found.group(1)
                 if r >= 0:
                     with lock:
                         results[page].append(elapsed)
-            if token:
+            if token and pause():
                 headers = {
                     "Content-Type": "application/x-www-form-urlencoded",
                     "HX-Request": "true",
                     "X-CSRFToken": token,
                 }
-                status, text, elapsed = s.request("POST", f"/labels/{label_code}/", "met=yes&comment=", headers)
+                try:
+                    status, text, elapsed = s.request("POST", f"/labels/{label_code}/", "met=yes&comment=", headers)
+                except (http.client.HTTPException, OSError) as exc:
+                    status, text, elapsed = 0, repr(exc), 0.0
                 if status != 200:
-                    errors.append(f"label POST: {status} {text[:200]}")
+                    with lock:
+                        errors.append(f"label POST: {status} {text[:200]}")
                 elif r >= 0:
                     with lock:
                         results["label (htmx POST)"].append(elapsed)

@@ -10,7 +10,7 @@ Timed over HTTP from this process, with 3 client threads (one per gunicorn proce
   "warm on every process" is checked, not assumed;
 * cold: the first request of each download after the run's report version moved on (what a
   progress step or a run's end does), so the request computes the report itself;
-* warmed by a worker: the run's end queues grading.tasks.warm_report; time until its report
+* warmed by a worker: the run's end queues the warm_report task; time until its report
   is in the cache.
 Baseline, in the same run, on the same database: today's code (--baseline-ref, the commit
 before this issue) served by the same gunicorn, whose reports are cached per process and

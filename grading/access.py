@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpRequest
 
-from annotation.access import require_curator, require_role
+from annotation.access import physician_for, require_curator, require_role, role_of
 from annotation.models import Physician
 from grading.models import Endpoint, Grade, Response, Run
 
@@ -43,3 +43,20 @@ def get_endpoint_for_curator_rw(request: HttpRequest, code) -> Endpoint:
         return Endpoint.objects.get(code=code)
     except (Endpoint.DoesNotExist, ValueError, ValidationError):
         raise Http404("No such endpoint") from None
+
+
+def get_physician_for_quality(request: HttpRequest, code) -> tuple[Physician, bool]:
+    """A physician's quality page: (the physician, whether the reader sees the programme).
+
+    Curators read every physician's; a physician reads only their own (any other code is a
+    404, so codes cannot be probed), and never the others' figures."""
+    role = role_of(request.user)
+    if role == Physician.Role.CURATOR:
+        try:
+            return Physician.objects.select_related("user").get(code=code), True
+        except (Physician.DoesNotExist, ValueError, ValidationError):
+            raise Http404("No such physician") from None
+    own = physician_for(request.user)
+    if role == Physician.Role.PHYSICIAN and own is not None and str(own.code) == str(code):
+        return own, False
+    raise Http404("No such physician")

@@ -4,10 +4,12 @@ from grading.endpoint_rules import key_variable_problem
 from grading.endpoints.forms import EndpointForm
 from grading.endpoints.selectors import endpoints_with_key_problems
 from grading.models import Endpoint, Grade, GraderConfig, Response, Run, SampleFailure
+from healthbench_web.admin_text import TEXT_IN_ANY_SCRIPT
 
 
 @admin.register(Response)
 class ResponseAdmin(admin.ModelAdmin):
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
     list_display = ["__str__", "source", "model_name", "sample_index", "completion_id", "created"]
     list_filter = ["source", "model_name"]
     search_fields = ["conversation__prompt_id", "completion_id", "text"]
@@ -55,6 +57,7 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(Grade)
 class GradeAdmin(admin.ModelAdmin):
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
     list_display = ["run", "response", "points", "status", "met", "attempts", "reused"]
     list_filter = ["status", "met", "reused", "run"]
     search_fields = ["criterion_text", "response__conversation__prompt_id", "explanation"]

@@ -24,11 +24,12 @@ from grading.calibration.report import calibration_report_cached, with_calibrati
 from grading.calibration.sample import SampleError, calibration_sample_draw, calibration_sample_preview
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE, raw_endpoint_fields
 from grading.metaeval.report import run_meta_eval_report_cached
-from grading.models import Endpoint, ExplanationLength, Grade, GradingMode, Run
-from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
-from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
+from grading.models import Endpoint, ExplanationLength, Grade, GraderTemplate, GradingMode, Run
+from grading.pipeline.estimate import plan_estimate, run_plan, spec_check
+from grading.pipeline.modes import DEFAULT
 from grading.pipeline.progress import run_progress
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import DEFAULT_CONCURRENCY, RunRequest, RunSpecError, run_request
 from grading.pipeline.runs import QueueUnavailable, run_cancel, run_resume
 from grading.reports.report import run_report_document
 from healthbench_web.api_permissions import ReadersOnly, ResearchersWrite
@@ -68,9 +69,17 @@ class RunSerializer(serializers.ModelSerializer):
         slug_field="name", read_only=True, allow_null=True
     )
     progress = serializers.SerializerMethodField()
-    # Null for an imported run, which records no mode.
-    grading_mode = serializers.CharField(source="grader_config.grading_mode", default=None, read_only=True)
-    explanation_length = serializers.CharField(source="grader_config.explanation_length", default=None, read_only=True)
+    # Null for an imported run, which records no mode (and the schema says so).
+    grading_mode = serializers.ChoiceField(
+        choices=GradingMode.choices, source="grader_config.grading_mode", default=None, read_only=True, allow_null=True
+    )
+    explanation_length = serializers.CharField(
+        source="grader_config.explanation_length",
+        default=None,
+        read_only=True,
+        allow_null=True,
+        help_text="per response: words, sentence or sentences; empty per criterion; null for an imported run",
+    )
 
     class Meta:
         model = Run
@@ -178,8 +187,21 @@ class RunCreateSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=200)
     grader = NamedField(slug_field="name", queryset=Endpoint.objects.all(), help_text="The name of a grader endpoint")
-    grader_template = serializers.CharField(required=False, allow_blank=True, default="")
-    concurrency = serializers.IntegerField(required=False, default=16)
+    grader_template = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="A grader template's text with <<conversation>> and <<rubric_item>> (empty: ours).",
+    )
+    stored_template = NamedField(
+        slug_field="name",
+        queryset=GraderTemplate.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Instead of grader_template: the name of a template stored with grader_template import.",
+    )
+    concurrency = serializers.IntegerField(required=False, default=DEFAULT_CONCURRENCY)
     use_cache = serializers.BooleanField(required=False, default=True)
     responses_from = NamedField(
         slug_field="name", queryset=Run.objects.all(), required=False, allow_null=True, default=None
@@ -213,7 +235,7 @@ class RunCreateSerializer(serializers.Serializer):
     grading_mode = serializers.ChoiceField(
         choices=GradingMode.choices,
         required=False,
-        default=GradingMode.PER_CRITERION,
+        default=DEFAULT,
         help_text="per-criterion (one call per response and criterion) or per-response (one call per response).",
     )
     explanation_length = serializers.ChoiceField(
@@ -236,13 +258,13 @@ class RunCreateSerializer(serializers.Serializer):
             raise ValidationError({name: [RAW_FIELDS_MESSAGE] for name in raw})
         return attrs
 
-    def spec(self) -> RunSpec:
+    def launch_request(self) -> RunRequest:
         data = self.validated_data
-        sampled = data["policy"] is not None or data["subset"] is not None
-        return RunSpec(
+        return run_request(
             name=data["name"],
             grader=data["grader"],
-            template=data["grader_template"] or DEFAULT_TEMPLATE,
+            template=data["grader_template"],
+            stored_template=data["stored_template"],
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
             length_adjusted=data["length_adjusted"],
@@ -251,7 +273,7 @@ class RunCreateSerializer(serializers.Serializer):
             labelled=data["labelled"],
             rubric_changes=data["rubric_changes"],
             subset=data["subset"],
-            policy=data["policy"] if sampled else None,
+            policy=data["policy"],
             samples=data["samples"],
             grading_mode=data["grading_mode"],
             explanation_length=data["explanation_length"],
@@ -281,6 +303,7 @@ class EndpointSerializer(serializers.ModelSerializer):
             "temperature",
             "max_output_tokens",
             "structured_output",
+            "lenient_answers",
             "price_input",
             "price_cached_input",
             "price_output",
@@ -384,8 +407,8 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise ValidationError({name: [RAW_FIELDS_MESSAGE] for name in raw})
         form = RunCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        spec = form.spec()
         try:
+            spec = form.launch_request()
             spec_check(spec)  # before planning: a plan assumes a well-formed spec
             plan = run_plan(spec)
             estimate = plan_estimate(spec, plan)
@@ -423,10 +446,21 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return ApiResponse(
                 {"detail": f"{run.name} is {run.status}: only an ended, graded run is retried."}, status=409
             )
-        try:
-            run_resume(run=run, retry_failed=True, live=form.validated_data["live"] if run.batch else None)
-        except RunSpecError as exc:
-            raise ValidationError({"non_field_errors": exc.problems}) from None
+        live = form.validated_data["live"] if run.batch else None
+        _queue_again(run, retry_failed=True, live=live, doing="its failed grades cannot be retried")
+        run.refresh_from_db()
+        return ApiResponse(RunSerializer(run).data)
+
+    @extend_schema(request=None, responses={200: RunSerializer, 409: None})
+    @action(detail=True, methods=["post"])
+    def resume(self, request, name=None):
+        """Queue again the batches of an ended run that still miss grades (as `grade --resume`)."""
+        run = self.get_object()
+        if run.is_active or run.grader_config_id is None or run.status not in RESUMABLE:
+            return ApiResponse(
+                {"detail": f"{run.name} is {run.status}: only an ended run graded here can be resumed."}, status=409
+            )
+        _queue_again(run, retry_failed=False, live=None, doing="it cannot be resumed")
         run.refresh_from_db()
         return ApiResponse(RunSerializer(run).data)
 
@@ -489,6 +523,24 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 {"detail": f"{run.name} has no calibration sample: POST n and seed here to draw one."}, status=404
             )
         return ApiResponse(data)
+
+
+# The ended runs that may be queued again (as the run page's Resume button).
+RESUMABLE = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.DONE)
+
+
+def _queue_again(run: Run, *, retry_failed: bool, live: bool | None, doing: str) -> None:
+    """run_resume, its refusals as the API answers them: 400 for the run's endpoints, 503 with a
+    sentence while the task queue is down (nothing changed then, as for a launch)."""
+    try:
+        run_resume(run=run, retry_failed=retry_failed, live=live)
+    except RunSpecError as exc:
+        raise ValidationError({"non_field_errors": exc.problems}) from None
+    except QueueUnavailable as exc:
+        raise QueueDown(
+            f"{run.name}: {doing} right now, the task queue is unreachable ({exc.cause}). "
+            "Nothing was changed; try again once it is back (/healthz/ says what is down)."
+        ) from None
 
 
 def _dry_run(data) -> bool:

@@ -42,6 +42,15 @@ class LengthAdjustmentSerializer(serializers.Serializer):
     penalty_per_500 = serializers.FloatField(help_text="score taken off per 500 characters above the centre")
 
 
+class BootstrapSerializer(serializers.Serializer):
+    method = serializers.ChoiceField(
+        choices=["multinomial", "shared", "per-metric"],
+        help_text="multinomial: the reference's draw (n of n with replacement), one resampling per set of "
+        "examples; shared: Poisson weights (runs recorded before it, high at small n); per-metric: older runs",
+    )
+    description = serializers.CharField()
+
+
 class GradingRecordSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=GradingMode.choices)
     prompt_sha256 = serializers.CharField(help_text="sha256 of the per-criterion grader template")
@@ -68,6 +77,7 @@ class RunReportSerializer(serializers.Serializer):
     length_adjustment = LengthAdjustmentSerializer(
         allow_null=True, help_text="HealthBench Professional's constants, when the run adjusts for length"
     )
+    bootstrap = BootstrapSerializer(help_text="how the :bootstrap_std figures were drawn")
     grader = serializers.DictField(
         allow_null=True, help_text="how the grader compares with the reference's (grading.reports.grader_marks)"
     )
@@ -229,3 +239,7 @@ class MetaEvalReportSerializer(serializers.Serializer):
     disagreements = FlaggedItemSerializer(many=True)
     ties = FlaggedItemSerializer(many=True)
     review = ReviewSerializer()
+    grader = serializers.DictField(
+        allow_null=True,
+        help_text="the run's grader and prompt, as the score report names them (grading.reports.grader_marks)",
+    )

@@ -226,3 +226,16 @@ def base_url_problem(url: str, *, resolve: bool = True, unresolved_ok: bool = Fa
 
 def endpoint_problems(*, base_url: str, key_variable: str, resolve: bool = True) -> list[str]:
     return [p for p in (base_url_problem(base_url, resolve=resolve), key_variable_problem(key_variable)) if p]
+
+
+# Providers with a Batch API our runs can use (/files and /batches, at a discount): OpenAI, and
+# Azure OpenAI's global-batch deployments. Gateways and local servers have none we know of.
+BATCH_API_HOSTS = re.compile(r"^(?:api\.openai\.com|[\w-]+\.openai\.azure\.com|[\w-]+\.cognitiveservices\.azure\.com)$")
+
+
+def has_batch_api(base_url: str) -> bool:
+    """Whether the endpoint at `base_url` (empty: OpenAI) is a provider with a Batch API."""
+    if not base_url:
+        return True
+    host = (urlsplit(base_url).hostname or "").lower()
+    return bool(BATCH_API_HOSTS.match(host))

@@ -10,23 +10,23 @@
 
 Reports count a response's missing grades against the plan, never against the live rubric,
 so a rubric edit after a run changes none of its numbers. What the live rubric gained or lost
-since a run (``rubric_drift``) is read here too, for the run's page to say so.
+since a run (``rubric_drift``, from its grades) is read here too: for a run of the changes, and
+once per run for its page, which then keeps the counts up to date without the grades (grading.drift).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from django.db.models import Count, IntegerField, Max, TextField
+from django.db.models import Count, IntegerField, TextField
 from django.db.models.functions import Cast
 
 from annotation.formats.validation import loads_repaired
 from annotation.models import Conversation, Criterion, Physician, PhysicianLabel
 from grading.models import Grade, Run
 from healthbench_web.bulk import chunks
-from healthbench_web.shared_cache import once_per_version
 
 CLUSTER_TAG = "level:cluster"
 
@@ -197,12 +197,12 @@ class RubricDrift:
         return ", ".join(parts) + " since this run"
 
 
-def _graded_rubric(run: Run) -> dict[int, dict[object, tuple]]:
+def graded_rubric(run: Run) -> dict[int, dict[object, tuple]]:
     """conversation id -> {criterion id (or ("gone", position)): (text, points, tags)}, the
     items the run's plan holds, as its grades record them."""
     baseline: dict[int, dict[object, tuple]] = {}
     if run.plan == Run.Plan.RUBRIC_CHANGES and run.responses_from is not None:
-        baseline = _graded_rubric(run.responses_from)
+        baseline = graded_rubric(run.responses_from)
     grades = (
         Grade.objects.filter(run=run)
         .order_by()
@@ -222,26 +222,38 @@ def _graded_rubric(run: Run) -> dict[int, dict[object, tuple]]:
     return baseline
 
 
+def drift_cluster(run: Run, baseline: dict[int, dict[object, tuple]]) -> bool:
+    """Whether only the live cluster criteria count against the plan: a Consensus run's, or one
+    whose graded items all are (an imported Consensus run)."""
+    return only_cluster(run) or all(CLUSTER_TAG in item[2] for items in baseline.values() for item in items.values())
+
+
+def live_rubrics(conversation_ids: Sequence[int], cluster: bool) -> dict[int, list[tuple]]:
+    """conversation id -> [(criterion id, text, points, tags), ...], the live rubric in order."""
+    criteria = Criterion.objects.filter(conversation_id__in=conversation_ids)
+    if cluster:
+        criteria = criteria.filter(level=Criterion.Level.CLUSTER)
+    live: dict[int, list[tuple]] = {}
+    for row in criteria.order_by("conversation_id", "position", "id").values_list(
+        "conversation_id", "id", "text", "points", "tags"
+    ):
+        live.setdefault(row[0], []).append(row[1:])
+    return live
+
+
 def rubric_drift(run: Run) -> RubricDrift:
     """Criteria added, edited or deleted since the run on the conversations it graded."""
     if run.plan == Run.Plan.LABELLED:
         # Its plan is the labelled pairs, not the conversations' rubrics: their other
         # criteria were never part of it, and none of them moved it.
         return RubricDrift()
-    baseline = _graded_rubric(run)
+    baseline = graded_rubric(run)
     drift = RubricDrift()
     if not baseline:
         return drift
-    cluster = only_cluster(run) or all(CLUSTER_TAG in item[2] for items in baseline.values() for item in items.values())
+    cluster = drift_cluster(run, baseline)
     for chunk in chunks(sorted(baseline)):
-        criteria = Criterion.objects.filter(conversation_id__in=chunk)
-        if cluster:
-            criteria = criteria.filter(level=Criterion.Level.CLUSTER)
-        live: dict[int, list[tuple]] = {}
-        for row in criteria.order_by("conversation_id", "position", "id").values_list(
-            "conversation_id", "id", "text", "points", "tags"
-        ):
-            live.setdefault(row[0], []).append(row[1:])
+        live = live_rubrics(chunk, cluster)
         for conversation_id in chunk:
             planned = baseline[conversation_id]
             now = live.get(conversation_id, [])
@@ -259,18 +271,6 @@ def rubric_drift(run: Run) -> RubricDrift:
             if changed:
                 drift.changes[conversation_id] = changed
     return drift
-
-
-def rubric_fingerprint() -> str:
-    """Changes when any criterion is added, edited or deleted: one aggregate over the table."""
-    stats = Criterion.objects.aggregate(n=Count("id"), last=Max("id"), updated=Max("updated"))
-    return f"{stats['n']}-{stats['last'] or 0}-{stats['updated'].isoformat() if stats['updated'] else ''}"
-
-
-def rubric_drift_cached(run: Run) -> RubricDrift:
-    """rubric_drift, computed once per state of the live rubric (the run's side never moves)."""
-    key = f"rubric-drift:v1:{run.code}:{run.report_version}:{rubric_fingerprint()}"
-    return once_per_version(key, 0, lambda: rubric_drift(run))
 
 
 def planned_count(run: Run, response_id: int, conversation_id: int) -> int | None:

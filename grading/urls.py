@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("grading.reports.urls")),
     path("", include("grading.metaeval.urls")),
     path("", include("grading.calibration.urls")),
+    path("", include("grading.physicians.urls")),
 ]

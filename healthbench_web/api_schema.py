@@ -5,8 +5,10 @@ client will meet (tests/test_api_fuzz.py checks each answer against it):
 * 401 without a valid token, 403 when the account's role may not do this;
 * 404 for an unknown name in the path, and for a page past the end (or `?page=0`);
 * 400 for a filter value that means nothing, or a request body that is not valid;
-* 429 past a rate limit and 503 while the task queue or the limit's counts are unreachable, for
-  the operations that have them (launching a run, asking for a token).
+* 429 past a rate limit, for the operations that have one (launching a run, asking for a token);
+* 503 with Retry-After while the database cannot be reached (any operation,
+  healthbench_web.errors), and while the task queue or a limit's counts cannot be reached (the
+  operations that queue work: a launch, a retry, a resume).
 """
 
 from typing import Any
@@ -26,7 +28,9 @@ INVALID = {
     },
 }
 OPEN = {"/api/token/", "/api/schema/"}  # no token needed, nothing to refuse by role
-LIMITED = {("/api/runs/", "post"): True, ("/api/token/", "post"): False}  # path, method: may answer 503
+LIMITED = {("/api/runs/", "post"), ("/api/token/", "post")}  # path, method: may answer 429
+# path, method: queue work, so may answer 503 while the task queue is down
+QUEUEING = {("/api/runs/", "post"), ("/api/runs/{name}/retry/", "post"), ("/api/runs/{name}/resume/", "post")}
 
 
 def _response(description: str, schema: str) -> dict[str, Any]:
@@ -58,11 +62,17 @@ def document_refusals(result: dict, generator, request, public) -> dict:
                 refusals["404"] = ("No such object, or a page past the end of the list.", "Error")
             if (path, method) in LIMITED:
                 refusals["429"] = ("Past the rate limit: `detail` names it and when to try again.", "Error")
-                if LIMITED[(path, method)]:
-                    refusals["503"] = (
-                        "The task queue, or the limit's counts, cannot be reached: try again later.",
-                        "Error",
-                    )
+            if (path, method) in QUEUEING:
+                refusals["503"] = (
+                    "The database, the task queue or the limit's counts cannot be reached: nothing was "
+                    "changed; try again later (Retry-After, when given, says when).",
+                    "Error",
+                )
+            else:
+                refusals["503"] = (
+                    "The database cannot be reached: try again after Retry-After seconds.",
+                    "Error",
+                )
             for code, (description, schema) in refusals.items():
                 if code not in responses or "content" not in responses[code]:
                     responses[code] = _response(responses.get(code, {}).get("description") or description, schema)

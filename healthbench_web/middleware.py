@@ -1,11 +1,14 @@
 """Request guards."""
 
 import json
+import logging
 
-from django.http import Http404, HttpRequest, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 
 from annotation.formats.validation import find_bad_text, may_hold_bad_text
-from healthbench_web.errors import page_not_found
+from healthbench_web.errors import DATABASE_ERRORS, api_error, database_unavailable, is_api, page_not_found
+
+logger = logging.getLogger(__name__)
 
 
 class RejectNulBytes:
@@ -22,14 +25,19 @@ class RejectNulBytes:
         if "\x00" in request.path or any(
             "\x00" in key or any("\x00" in v for v in values) for key, values in request.GET.lists()
         ):
-            return HttpResponseBadRequest("NUL bytes are not allowed in a URL.")
+            return _refuse(request, "NUL bytes are not allowed in a URL.")
         if request.content_type == "application/json" and (b"\\u0000" in request.body or b"\x00" in request.body):
-            return HttpResponseBadRequest("NUL characters are not allowed in a request body.")
+            return _refuse(request, "NUL characters are not allowed in a request body.")
         if request.content_type == "application/json":
             problem = _bad_json_text(request.body)
             if problem:
-                return HttpResponseBadRequest(problem)
+                return _refuse(request, problem)
         return self.get_response(request)
+
+
+def _refuse(request: HttpRequest, reason: str) -> HttpResponse:
+    """A 400 before any view: JSON on the API, as every API answer is."""
+    return api_error(reason, 400) if is_api(request) else HttpResponseBadRequest(reason)
 
 
 def _bad_json_text(body: bytes) -> str | None:
@@ -61,4 +69,25 @@ class StyledNotFound:
     def process_exception(self, request: HttpRequest, exception: Exception):
         if isinstance(exception, Http404):
             return page_not_found(request, exception)
+        return None
+
+
+class DatabaseUnavailable:
+    """A view that cannot reach the database answers 503 (the site's page, or JSON on the API)
+    with Retry-After, as /healthz/ does, instead of a 500 and a traceback per request.
+
+    Errors met outside a view (the session loaded in a middleware) reach handler500, which
+    answers the same way (healthbench_web.errors.server_error).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest):
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception):
+        if isinstance(exception, DATABASE_ERRORS):
+            logger.warning("database unreachable on %s %s: %s", request.method, request.path, exception)
+            return database_unavailable(request)
         return None

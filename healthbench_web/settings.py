@@ -57,6 +57,21 @@ CSRF_FAILURE_VIEW = "healthbench_web.errors.csrf_failure"
 
 # How many physicians must vote that a consensus criterion applies before it is attached.
 CONSENSUS_MIN_AGREE = env_int("CONSENSUS_MIN_AGREE", 2, minimum=1, maximum=100)
+# How many unsubmitted drafts (annotation.Draft) one physician may keep: a field's draft goes
+# when its text is submitted, so a working physician holds a handful.
+DRAFTS_PER_PHYSICIAN = env_int("DRAFTS_PER_PHYSICIAN", 200, minimum=1, maximum=100_000)
+# Physician quality (grading/physicians): a gap between two events of one task longer than
+# this is idle time, cut out of the task's active time.
+TIME_ON_TASK_IDLE_SECONDS = env_int("TIME_ON_TASK_IDLE_SECONDS", 300, minimum=10, maximum=86_400)
+# Bootstrap resamples behind each physician's agreement interval.
+PHYSICIAN_QUALITY_RESAMPLES = env_int("PHYSICIAN_QUALITY_RESAMPLES", 1000, minimum=100, maximum=20_000)
+# A physician is flagged for review when the whole interval of a figure stands apart from the
+# other physicians' median: agreement (macro F1) below it by more than this margin ...
+PHYSICIAN_OUTLIER_AGREEMENT_MARGIN = env_float("PHYSICIAN_OUTLIER_AGREEMENT_MARGIN", 0.10, minimum=0.0)
+# ... median active time per labeling item above this multiple of it ...
+PHYSICIAN_OUTLIER_SLOW_FACTOR = env_float("PHYSICIAN_OUTLIER_SLOW_FACTOR", 1.5, minimum=1.0)
+# ... or a can't-judge rate above it by more than this margin.
+PHYSICIAN_OUTLIER_CANT_JUDGE_MARGIN = env_float("PHYSICIAN_OUTLIER_CANT_JUDGE_MARGIN", 0.10, minimum=0.0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -93,6 +108,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "healthbench_web.middleware.StyledNotFound",
+    "healthbench_web.middleware.DatabaseUnavailable",
     # Last, as django-axes asks: turns a locked-out login into its refusal page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -111,6 +127,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # {% translate %} in every template without a {% load i18n %} in each.
+            "builtins": ["django.templatetags.i18n"],
         },
     },
 ]
@@ -132,6 +150,10 @@ def _database() -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
     if config.get("ENGINE") not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
         raise ImproperlyConfigured(f"DATABASE_URL must name PostgreSQL or SQLite, not {config.get('ENGINE')}")
+    if config["ENGINE"] == "django.db.backends.postgresql":
+        # An unreachable server is a 503 after this many seconds (healthbench_web.errors), not a
+        # request held for the operating system's TCP timeout. DATABASE_URL's ?connect_timeout= wins.
+        config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
     return dict(config)
 
 
@@ -214,6 +236,8 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_CLIENT_IP_CALLABLE = "healthbench_web.login_limits.client_address"
 AXES_LOCKOUT_CALLABLE = "healthbench_web.login_limits.lockout_response"
+# Not its "AXES: BEGIN" line at every start of every process and command; lockouts are still logged.
+AXES_VERBOSE = False
 
 # Sessions live in the database alone: a cached_db session raises when Redis is down, which
 # would log every user out of every page (one indexed read per request is cheap).
@@ -223,7 +247,11 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# The interface's own strings are marked for translation (templates: {% translate %}, marked
+# by scripts/mark_translations.py; Python: gettext). A translation is a catalogue in
+# locale/<lang>/LC_MESSAGES (manage.py makemessages -l <lang>, then compilemessages); no code.
 LANGUAGE_CODE = "en-us"
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -294,6 +322,9 @@ CELERY_WORKER_MAX_MEMORY_PER_CHILD = 1024 * env_int("CELERY_WORKER_MAX_MEMORY_MB
 # worker's sweep (every GRADING_SWEEP_SECONDS) queues the batch again once the lease ran out.
 GRADING_LEASE_SECONDS = env_int("GRADING_LEASE_SECONDS", 60, minimum=2)
 GRADING_SWEEP_SECONDS = env_int("GRADING_SWEEP_SECONDS", 15, minimum=1)
+# A batch that waits this long without a message in the broker (queued), or claimed without a
+# lease, is published again by the sweep's reconciler (grading.pipeline.reconcile).
+GRADING_RECONCILE_SECONDS = env_int("GRADING_RECONCILE_SECONDS", 60, minimum=1)
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Redis hands an unacknowledged message to another worker after the visibility timeout.
     # Tasks are acknowledged when they end (acks late), so it must outlast the longest task
@@ -322,6 +353,9 @@ ENDPOINT_ALLOW_PRIVATE_NETWORKS = env_bool("ENDPOINT_ALLOW_PRIVATE_NETWORKS", Fa
 # error (an outage, a wrong URL): the run ends "failed" with that error instead of grinding
 # through retries. Refused connections, unknown hosts and 401/403/404 stop it at once.
 GRADING_FAILURE_STREAK = env_int("GRADING_FAILURE_STREAK", 24, minimum=1)
+# The most a grader or policy reply may hold after inflation; a longer one is a failed call
+# ("reply too large"), read no further (grading/pipeline/bounded_transport.py).
+GRADING_REPLY_MAX_BYTES = env_int("GRADING_REPLY_MAX_BYTES", 4 * 1024 * 1024, minimum=64 * 1024)
 # Batched runs (the provider's Batch API, grading.pipeline.provider_batches): how often a
 # RunBatch polls its provider batches, the provider's limits per batch file (OpenAI: 50,000
 # requests and 200 MB), and the grades of one RunBatch (each is one or more provider batches).
@@ -408,4 +442,7 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    # httpx logs every request at INFO: hundreds of lines a second from a grading worker. The
+    # pipeline logs per batch (grading.pipeline.batches); a failed call is in its grade's error.
+    "loggers": {"httpx2": {"level": "WARNING"}},
 }

@@ -1,9 +1,20 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic.base import RedirectView
 
 from annotation.views import conversations as annotation_views
 from healthbench_web.health import healthz
+
+
+class FaviconRedirect(RedirectView):
+    """To the icon's static URL, looked up per request: with the hashed static files of a
+    deployment, the manifest exists only after collectstatic, not when URLs are loaded."""
+
+    def get_redirect_url(self, *args, **kwargs) -> str:
+        return static("favicon.svg")
+
 
 urlpatterns = [
     path("", annotation_views.home, name="home"),
@@ -16,6 +27,8 @@ urlpatterns = [
     ),
     path("password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("healthz/", healthz, name="healthz"),
+    # Browsers ask for /favicon.ico where a page names no icon (JSON answers, the schema).
+    path("favicon.ico", FaviconRedirect.as_view(permanent=True)),
     path("", include("annotation.urls")),
     path("", include("grading.urls")),
     path("api/", include("healthbench_web.api_urls")),

@@ -1,7 +1,17 @@
 // Upload progress for a form marked data-upload-progress. The form is sent with
-// XMLHttpRequest, whose upload events report how much of a large file has gone; the answer
-// then replaces the page just as a plain submit would. Without JavaScript the form submits
-// as usual. Listening on the document keeps working after the body is replaced.
+// XMLHttpRequest, whose upload events report how much of a large file has gone; the answer's
+// #import-region (the form and the result) then replaces the page's own, so the page, its
+// menu and its scripts stay: the focus goes to the result's heading and the result is
+// announced. An answer without that region (a refusal page) replaces the body. Without
+// JavaScript the form submits as usual. Listening on the document keeps working after a swap.
+
+function announce(words) {
+  const announcer = document.getElementById("announce");
+  if (!announcer) return;
+  // Emptied first, so the same words said twice are read twice.
+  announcer.textContent = "";
+  window.setTimeout(() => { announcer.textContent = words; }, 50);
+}
 document.addEventListener("submit", (event) => {
   const form = event.target;
   if (!(form instanceof HTMLFormElement) || !form.hasAttribute("data-upload-progress")) return;
@@ -34,7 +44,29 @@ document.addEventListener("submit", (event) => {
   request.addEventListener("load", () => {
     const answer = new DOMParser().parseFromString(request.responseText, "text/html");
     document.title = answer.title;
-    document.body.replaceWith(answer.body);
+    const fresh = answer.getElementById("import-region");
+    const region = document.getElementById("import-region");
+    if (!fresh || !region) {
+      document.body.replaceWith(answer.body);
+      return;
+    }
+    region.replaceWith(fresh);
+    const result = fresh.querySelector("[data-autofocus]");
+    const field = fresh.querySelector("[aria-invalid=true]");
+    const target = result || field;
+    if (target) {
+      target.focus();
+      target.scrollIntoView({ block: "start" });
+    }
+    if (result) {
+      const section = result.closest("section");
+      const first = section && section.querySelector("p");
+      announce(result.textContent.trim() + (first ? ". " + first.textContent.trim() : ""));
+    } else if (field) {
+      const error = field.getAttribute("aria-describedby");
+      const words = error && document.getElementById(error);
+      announce("Not imported: " + (words ? words.textContent.trim() : "fix the form."));
+    }
   });
   request.addEventListener("error", () => {
     status.textContent = "The upload failed: the connection was lost. Try again.";

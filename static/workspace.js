@@ -133,7 +133,18 @@
     var target = event.target;
     if (target.closest("textarea, input, select, [contenteditable], dialog")) return;
     if (event.key === "?") { event.preventDefault(); openHelp(); return; }
-    if (!keysOn() || target.closest("a[href]") || busy()) return;
+    if (!keysOn() || busy()) return;
+    var focusedLink = target.closest("a[href]");
+    if (focusedLink) {
+      // A link's own key still works on it (`t` on "Next task", where a ballot leaves the focus);
+      // any other single key does nothing there.
+      var own = focusedLink.getAttribute("data-key");
+      if (own && own === (event.key.length === 1 ? event.key.toLowerCase() : event.key)) {
+        event.preventDefault();
+        focusedLink.click();
+      }
+      return;
+    }
     if (event.key === "ArrowDown" && document.querySelector("[data-key-row]")) { event.preventDefault(); moveRow(1); return; }
     if (event.key === "ArrowUp" && document.querySelector("[data-key-row]")) { event.preventDefault(); moveRow(-1); return; }
     var key = event.key.length === 1 ? event.key.toLowerCase() : event.key;
@@ -237,7 +248,9 @@
     data.append("text", text);
     fetch(draftUrl, { method: "POST", body: data, credentials: "same-origin", headers: { "X-CSRFToken": csrf(), "Accept": "application/json" }, redirect: "manual" })
       .then(function (response) {
-        if (!response.ok) throw new Error(String(response.status));
+        // A refusal (too long, too many drafts) says why; the text stays in this browser.
+        if (response.status === 400) return response.json().then(function (answer) { throw new Error(answer.error); });
+        if (!response.ok) throw new Error("");
         return response.json();
       })
       .then(function (answer) {
@@ -247,8 +260,8 @@
         }
         setStatus(field, "Draft saved " + answer.saved + ".", false);
       })
-      .catch(function () {
-        setStatus(field, "Not saved: you may be signed out. The text is kept in this browser; log in again and it comes back.", true);
+      .catch(function (error) {
+        setStatus(field, error && error.message ? "Not saved: " + error.message : "Not saved: you may be signed out. The text is kept in this browser; log in again and it comes back.", true);
       });
   }
 

@@ -12,6 +12,22 @@ SAMPLES = REPO.parent / "shared" / "healthbench-samples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker):
+    """pytest-django's fixture, with the database cloned from a migrated template rather than
+    migrated every session (tests/database_template.py)."""
+    from django.db import connection
+
+    from tests.database_template import create_test_database
+
+    verbosity = request.config.option.verbose
+    with django_db_blocker.unblock():
+        old_name = create_test_database(verbosity)
+    yield
+    with django_db_blocker.unblock():
+        connection.creation.destroy_test_db(old_name, verbosity)
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hasher(settings):
     # Hashing with the production hasher costs ~0.3 s per login; tests log in a lot.

@@ -34,6 +34,7 @@ import json
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,6 +46,7 @@ from tests.openai_schemas import BATCH_REQUEST_INPUT, CREATE_BATCH_REQUEST
 FILE_PURPOSES = {"assistants", "batch", "fine-tune", "vision", "user_data", "evals"}
 # Of the specification's endpoints, those this server answers.
 BATCH_ENDPOINTS = {"/v1/responses", "/v1/chat/completions"}
+AZURE_ENDPOINTS = {"/responses", "/chat/completions"}
 OPEN = ("validating", "in_progress", "finalizing", "cancelling")
 
 
@@ -148,6 +150,8 @@ class BatchDesk:
         self.fail_validation: str | None = None
         self.created = 0  # batches created, for tests that count duplicates
         self.cancels = 0
+        # Each answer line, in order, goes through the next of these first (a malformed line).
+        self.spoilers: deque[Callable[[dict], dict]] = deque()
 
     # --- files ----------------------------------------------------------------------------
 
@@ -183,9 +187,13 @@ class BatchDesk:
 
     # --- batches --------------------------------------------------------------------------
 
-    def create(self, body: dict, authorization: str) -> tuple[int, dict, dict | bytes]:
+    def create(self, body: dict, authorization: str, *, azure: bool = False) -> tuple[int, dict, dict | bytes]:
         # The body as the specification's CreateBatchRequest has it, or OpenAI's 400 naming the field.
-        for error in sorted(Draft202012Validator(CREATE_BATCH_REQUEST).iter_errors(body), key=str):
+        # Azure OpenAI names the endpoint without the version ("/chat/completions").
+        checked = body
+        if azure and body.get("endpoint") in AZURE_ENDPOINTS:
+            checked = {**body, "endpoint": "/v1" + body["endpoint"]}
+        for error in sorted(Draft202012Validator(CREATE_BATCH_REQUEST).iter_errors(checked), key=str):
             param = str(error.path[0]) if error.path else error.message.split("'")[1]
             code = "missing_required_parameter" if error.validator == "required" else "invalid_value"
             return api_error(400, f"Invalid value for '{param}': {error.message}", param=param, code=code)
@@ -295,7 +303,8 @@ class BatchDesk:
                 return self._settle(batch, "expired", outputs, errors)
             if self.line_seconds:
                 time.sleep(self.line_seconds)
-            status, _headers, body = self.answer(batch.endpoint, line["body"], batch.authorization)
+            path = batch.endpoint if batch.endpoint.startswith("/v1/") else "/v1" + batch.endpoint
+            status, _headers, body = self.answer(path, line["body"], batch.authorization)
             if status == 0:  # the live server would drop the connection
                 status, _headers, body = api_error(500, "The server had an error", kind="server_error")
             reply = {
@@ -305,6 +314,8 @@ class BatchDesk:
                 "error": None,
             }
             with self.lock:
+                if self.spoilers:
+                    reply = self.spoilers.popleft()(reply)
                 if 200 <= status < 300:
                     outputs.append(reply)
                     batch.completed += 1

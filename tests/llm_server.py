@@ -20,8 +20,9 @@ in modes chosen by the requested model:
   reasoning tokens by effort. Other models reject ``reasoning_effort`` the same way.
 * a model named ``missing...``: 404 ``model_not_found``. With ``api_key`` set, any other
   bearer token gets 401 ``invalid_api_key`` (with ``echo_key``, its message repeats the
-  token received, as some gateways do); every token received is kept in
-  ``authorizations`` so that tests can check what a worker sent.
+  token received, as some gateways do; ``echo_key`` may name a form of it instead, one of
+  :data:`tests.llm_shapes.ECHO_FORMS`: base64, base64url, %-encoded, spaced, dotted,
+  zero-width); every token received is kept in ``authorizations`` so that tests can check what a worker sent.
 * a policy model whose last user turn says ``refuse:`` refuses (chat ``message.refusal``,
   a Responses ``refusal`` part); one told ``ramble:`` writes on past any output limit.
 
@@ -31,9 +32,17 @@ is cut there, with ``finish_reason: "length"`` or ``status: "incomplete"`` and
 ``incomplete_details.reason: "max_output_tokens"``. Responses output has the reasoning item
 before the message and the text in two ``output_text`` parts. Every answer carries the
 ``x-ratelimit-*`` headers. Server settings: ``redirect_to`` answers every call with a 307
-to that URL; ``gateway`` rewrites every error the way a LiteLLM 1.79 proxy does
-(tests.llm_shapes.litellm_error); ``send_retry_after=False`` leaves Retry-After off 429s,
-so that only the rate-limit headers say when to come back.
+to that URL; ``dialect`` rewrites every error as that provider or gateway writes its own
+(tests.llm_dialects: Azure, Gemini, Anthropic, vLLM, Ollama, OpenRouter with HTTP 200, and
+``gateway=True`` for a LiteLLM 1.79 proxy); ``send_retry_after=False`` leaves Retry-After off 429s,
+so that only the rate-limit headers say when to come back. ``rpm`` and ``tpm`` enforce a
+provider's limits, as OpenAI does: a bucket per limit holding ``rate_window`` seconds' worth,
+refilled continuously; a request that finds it short (one request, its prompt's tokens) gets
+OpenAI's 429 (``rate_limit_exceeded``, "Rate limit reached for MODEL ... on requests per min
+(RPM): Limit N, Used N, Requested 1. Please try again in 120ms. ...") with
+``x-ratelimit-limit-*``, ``x-ratelimit-remaining-*``, ``x-ratelimit-reset-*`` and, unless
+``send_retry_after=False``, ``retry-after-ms`` and ``retry-after``; each reply's headers say
+what is left. ``arrivals`` keeps (time, status) of every request the limits judged.
 
 Structured output (``response_format`` / ``text.format`` with a JSON schema) is honoured:
 the grader's answer is then the bare JSON object. Usage carries
@@ -48,11 +57,18 @@ either for the next requests in order (:meth:`LLMServer.inject`) or per prompt, 
 in the criterion text: ``fault:KIND:N`` makes the first N requests of that very prompt fail
 with KIND, so a retried item meets the same faults whatever the order of arrival. KIND is
 one of ``429`` (with Retry-After), ``quota`` (429 ``insufficient_quota``), ``too_long`` (400
-``context_length_exceeded``, a fault of that one call), ``500``, ``slow``
+``context_length_exceeded``, a fault of that one call), ``content_filter`` (Azure's 400
+``content_filter`` with its ``innererror``), ``500``, ``slow``
 (answers after ``slow_seconds``, longer than the client's timeout), ``malformed`` (no JSON),
 ``non_boolean`` (``"criteria_met": "yes"``), ``refusal`` (the grader refuses), ``verbose``
 (about 300 tokens of musing before the verdict, so a smaller output limit cuts it off) and
 ``reset`` (closes the connection without an answer).
+
+Hostile replies (issue 28), each a :class:`Streamed` body written as it goes: ``nul_500`` (a
+500 whose JSON body holds a NUL byte and bytes that are not UTF-8), ``trickle`` (headers, then
+one byte a second, for ever), ``huge`` (a 200 whose completion is ``huge_bytes``, 50 MB by
+default, of text, written a megabyte at a time) and ``gzip_bomb`` (``Content-Encoding: gzip``,
+about 1 MB on the wire that inflates to ``bomb_bytes``, 1 GB by default).
 
 The Files and Batch API (``/v1/files``, ``/v1/batches``) is tests.llm_batch_desk, reached as
 ``server.batches``: its batches answer each line by these same rules.
@@ -66,25 +82,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import socket
 import threading
 import time
 import urllib.parse
+import zlib
 from collections import Counter, deque
+from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.llm_answers import chunk_reply, grader_reply, is_chunk_request, policy_reply
 from tests.llm_batch_desk import BatchDesk
+from tests.llm_dialects import DIALECTS, rewrite
 from tests.llm_shapes import (
     REFUSAL,
+    REQUESTS_PER_MINUTE,
+    TOKENS_PER_MINUTE,
     api_error,
     chat_completion,
     chat_usage,
+    content_filter_error,
     cut_to_limit,
-    litellm_error,
+    echoed,
     quota_error,
     rate_limit_headers,
     responses_reply,
@@ -92,7 +116,63 @@ from tests.llm_shapes import (
 )
 
 FAULT = re.compile(r"fault:(\w+):(\d+)")
-KINDS = {"429", "quota", "too_long", "500", "slow", "malformed", "non_boolean", "refusal", "verbose", "reset"}
+KINDS = {
+    "429",
+    "quota",
+    "too_long",
+    "content_filter",
+    "500",
+    "slow",
+    "malformed",
+    "non_boolean",
+    "refusal",
+    "verbose",
+    "reset",
+    "nul_500",
+    "trickle",
+    "huge",
+    "gzip_bomb",
+}
+HOSTILE = {"nul_500", "trickle", "huge", "gzip_bomb"}
+MB = 1 << 20
+
+
+@dataclass
+class Streamed:
+    """A body written piece by piece (a pause of `pause` seconds after each), with headers
+    that may say more than is ever sent."""
+
+    status: int
+    headers: dict[str, str]
+    pieces: Iterator[bytes]
+    pause: float = 0.0
+
+
+_BOMBS: dict[int, bytes] = {}
+
+
+def gzip_bomb(inflated: int) -> bytes:
+    """A gzip stream of `inflated` spaces inside a chat completion's JSON (about 1 MB per GB)."""
+    if inflated not in _BOMBS:
+        head, tail = _completion_halves()
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip wrapper
+        parts = [packer.compress(head)]
+        block = b" " * MB
+        for _ in range(inflated // MB):
+            parts.append(packer.compress(block))
+        parts += [packer.compress(tail), packer.flush()]
+        _BOMBS[inflated] = b"".join(parts)
+    return _BOMBS[inflated]
+
+
+def _completion_halves() -> tuple[bytes, bytes]:
+    """A chat completion's JSON cut where its content goes."""
+    usage = chat_usage(10, 0, 0, 10, 0)
+    whole = json.dumps(chat_completion("grader", content="@@", refusal=None, truncated=False, usage=usage))
+    head, tail = whole.split("@@")
+    return head.encode(), tail.encode()
+
+
 REASONING_MODEL = re.compile(r"reasoning|^(o1|o3|o4|gpt-5)")
 REASONING_TOKENS = {"none": 0, "minimal": 0, "low": 64, "medium": 192, "high": 512, "xhigh": 1024, "max": 2048, "": 128}
 MUSING = "Let me weigh this criterion against the reply carefully. " * 21  # about 300 tokens
@@ -146,25 +226,38 @@ class LLMServer:
         slow_seconds: float = 3.0,
         api_key: str | None = None,
         cache_min_tokens: int = 1024,
-        echo_key: bool = False,
+        echo_key: bool | str = False,
         gateway: bool = False,
+        dialect: str = "openai",
         redirect_to: str | None = None,
         send_retry_after: bool = True,
         host: str = "127.0.0.1",
+        rpm: int | None = None,
+        tpm: int | None = None,
+        rate_window: float = 1.0,
     ):
+        self.rpm, self.tpm, self.rate_window = rpm or 0, tpm or 0, rate_window
+        self.bucket: tuple[float, float, float] | None = None  # requests, tokens, last refill
+        self.arrivals: list[tuple[float, int]] = []
         self.latency = latency
         self.retry_after = retry_after
         self.slow_seconds = slow_seconds
+        self.huge_bytes = 50 * MB
+        self.bomb_bytes = 1024 * MB
         self.api_key = api_key
         self.cache_min_tokens = cache_min_tokens
         self.echo_key = echo_key
-        self.gateway = gateway
+        if dialect not in DIALECTS:
+            raise ValueError(f"unknown dialect {dialect!r}")
+        self.dialect = "litellm" if gateway else dialect
         self.redirect_to = redirect_to
         self.send_retry_after = send_retry_after
         self.host = host
         self.prefixes: set[bytes] = set()
         self.authorizations: Counter[str] = Counter()
         self.requests: deque[tuple[str, dict]] = deque(maxlen=200)  # (path, body), the latest
+        # (path with its query, headers in lower case) of the latest requests, as received
+        self.received: deque[tuple[str, dict[str, str]]] = deque(maxlen=200)
         self.lock = threading.Lock()
         self.queued_faults: deque[str] = deque()
         self.calls = 0
@@ -255,9 +348,14 @@ class LLMServer:
         cacheable = len(prompt.encode()) // CACHE_STEP_CHARS * CACHE_STEP_CHARS // 4
         return cacheable - cached if cacheable >= self.cache_min_tokens else 0
 
-    def error_body(self, status: int, body: dict, path: str, model: str) -> dict:
-        """An error as the client receives it: ours, or rewritten as a gateway does."""
-        return litellm_error(status, body, path=path, model=model) if self.gateway else body
+    def no_route(self, path: str) -> object:
+        """A 404's body for a path the server does not serve (Ollama's web framework: plain text)."""
+        return "404 page not found" if self.dialect == "ollama" else {"error": {"message": f"no route {path}"}}
+
+    def error_reply(self, status: int, body: dict, path: str, model: str) -> tuple[int, object]:
+        """(status, payload) of an error as the client receives it: ours, or rewritten in the
+        server's dialect (a provider's or a gateway's, tests.llm_dialects)."""
+        return rewrite(self.dialect, status, body, path=path, model=model)
 
     def check_request(self, path: str, body: dict, authorization: str) -> tuple[int, dict, dict] | None:
         """The provider's refusals, before any work: key, model, parameters."""
@@ -265,7 +363,7 @@ class LLMServer:
             self.authorizations[authorization] += 1
             self.requests.append((path, body))
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
-            said = f" {authorization}." if self.echo_key else ""
+            said = f" {echoed(authorization, self.echo_key)}." if self.echo_key else ""
             return api_error(
                 401,
                 f"Incorrect API key provided:{said}" if said else "Incorrect API key provided.",
@@ -299,17 +397,44 @@ class LLMServer:
         refusal = self.check_request(path, body, authorization)
         if refusal is not None:
             return refusal
-        return self.answer(body, path, wait=False)
+        status, headers, payload = self.answer(body, path, wait=False)
+        assert not isinstance(payload, Streamed), "hostile replies are live only"
+        return status, headers, payload
 
-    def answer(self, body: dict, path: str = "/v1/chat/completions", *, wait: bool = True) -> tuple[int, dict, dict]:
+    def hostile(self, fault: str) -> Streamed:
+        """The body of a hostile fault (HOSTILE)."""
+        if fault == "nul_500":
+            body = b'{"error": {"message": "upstream broke \x00 here \xff\xfe\xc3( and here", "type": "server_error"}}'
+            return Streamed(500, {"Content-Type": "application/json", "Content-Length": str(len(body))}, iter([body]))
+        if fault == "trickle":
+            return Streamed(
+                200, {"Content-Type": "application/json", "Content-Length": "100000"}, iter(lambda: b" ", b""), 1.0
+            )
+        if fault == "huge":
+            head, tail = _completion_halves()
+            size = len(head) + self.huge_bytes + len(tail)
+            pieces = [head, *([b"a" * MB] * (self.huge_bytes // MB)), tail]
+            return Streamed(200, {"Content-Type": "application/json", "Content-Length": str(size)}, iter(pieces))
+        bomb = gzip_bomb(self.bomb_bytes)
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip", "Content-Length": str(len(bomb))}
+        return Streamed(200, headers, iter([bomb[i : i + MB] for i in range(0, len(bomb), MB)]))
+
+    def answer(
+        self, body: dict, path: str = "/v1/chat/completions", *, wait: bool = True
+    ) -> tuple[int, dict, dict | Streamed]:
         """(status, extra headers, JSON body) for one request; may sleep."""
         responses = path == "/v1/responses"
         messages = responses_messages(body) if responses else body.get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
         model = str(body.get("model", ""))
         fault = self._fault_for(prompt, hashlib.sha256(f"{model}\n{prompt}".encode()).hexdigest())
+        limited, limit_headers = admit(self, model, max(1, len(prompt) // 4)) if self.rpm or self.tpm else (None, {})
+        if limited is not None:
+            return limited
         if self.latency and wait:
             time.sleep(self.latency)
+        if fault in HOSTILE:
+            return 0, {}, self.hostile(fault)
         if fault == "429":
             _, _, error = api_error(429, "Rate limit reached for requests", kind="requests", code="rate_limit_exceeded")
             headers = rate_limit_headers(requests_left=0, tokens_left=0, reset_seconds=self.retry_after)
@@ -325,6 +450,8 @@ class LLMServer:
                 param="messages",
                 code="context_length_exceeded",
             )
+        if fault == "content_filter":
+            return content_filter_error()
         if fault == "500":
             return api_error(500, "The server had an error", kind="server_error")
         if fault == "slow":
@@ -359,7 +486,7 @@ class LLMServer:
         writes = self._cache_writes(prompt, cached)
         said = refusal or content
         completion_tokens = (max(1, len(said) // 4) if said else 0) + reasoning
-        headers = rate_limit_headers(requests_left=9_999, tokens_left=29_999_000, reset_seconds=0.006)
+        headers = limit_headers or rate_limit_headers(requests_left=9_999, tokens_left=29_999_000, reset_seconds=0.006)
         if responses:
             usage = responses_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
             reply = responses_reply(
@@ -374,6 +501,54 @@ class LLMServer:
             return 200, headers, reply
         usage = chat_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
         return 200, headers, chat_completion(model, content=content, refusal=refusal, truncated=truncated, usage=usage)
+
+
+def reset_text(seconds: float) -> str:
+    """A wait as OpenAI's x-ratelimit-reset-* headers write it: "120ms", "1.5s", "6m0s"."""
+    if seconds < 1:
+        return f"{max(1, round(seconds * 1000))}ms"
+    if seconds < 60:
+        return f"{seconds:.3g}s"
+    return f"{int(seconds // 60)}m{seconds % 60:.0f}s"
+
+
+def admit(self: LLMServer, model: str, tokens: int) -> tuple[tuple[int, dict, dict] | None, dict]:
+    """(OpenAI's 429 when a limit is spent, else None; the rate-limit headers of the reply)."""
+    with self.lock:
+        now = time.monotonic()
+        cap_r, cap_t = self.rpm * self.rate_window / 60, self.tpm * self.rate_window / 60
+        r, t, last = self.bucket or (cap_r, cap_t, now)
+        r = min(cap_r, r + (now - last) * self.rpm / 60)
+        t = min(cap_t, t + (now - last) * self.tpm / 60)
+        spent = None
+        if self.rpm and r < 1:
+            spent = ("requests", "RPM", self.rpm, (1 - r) * 60 / self.rpm, round(cap_r - r), 1)
+        elif self.tpm and t < tokens:
+            spent = ("tokens", "TPM", self.tpm, (tokens - t) * 60 / self.tpm, round(cap_t - t), tokens)
+        else:
+            r, t = r - (1 if self.rpm else 0), t - (tokens if self.tpm else 0)
+        self.bucket = (r, t, now)
+        self.arrivals.append((time.time(), 429 if spent else 200))
+        headers = {
+            "x-ratelimit-limit-requests": str(self.rpm or REQUESTS_PER_MINUTE),
+            "x-ratelimit-remaining-requests": str(max(0, int(r)) if self.rpm else 9_999),
+            "x-ratelimit-reset-requests": reset_text(max(0.0, cap_r - r) * 60 / self.rpm if self.rpm else 0.006),
+            "x-ratelimit-limit-tokens": str(self.tpm or TOKENS_PER_MINUTE),
+            "x-ratelimit-remaining-tokens": str(max(0, int(t)) if self.tpm else 29_999_000),
+            "x-ratelimit-reset-tokens": reset_text(max(0.0, cap_t - t) * 60 / self.tpm if self.tpm else 0.006),
+        }
+    if spent is None:
+        return None, headers
+    what, short, limit, wait, used, requested = spent
+    message = (
+        f"Rate limit reached for {model} in organization org-test on {what} per min ({short}): Limit {limit}, "
+        f"Used {used}, Requested {requested}. Please try again in {reset_text(wait)}. "
+        "Visit https://platform.openai.com/account/rate-limits to learn more."
+    )
+    _, _, error = api_error(429, message, kind=what, code="rate_limit_exceeded")
+    if self.send_retry_after:
+        headers |= {"retry-after-ms": str(math.ceil(wait * 1000)), "retry-after": str(math.ceil(wait))}
+    return (429, headers, error), headers
 
 
 def wants_schema(body: dict) -> bool:
@@ -410,17 +585,41 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args) -> None:  # `format`: the base class's name
         pass
 
+    def _authorization(self) -> str:
+        """The credential sent: a bearer token, or Azure OpenAI's api-key header, as a bearer."""
+        key = self.headers.get("api-key")
+        return f"Bearer {key}" if key else self.headers.get("Authorization", "")
+
+    def _route(self) -> tuple[str, str | None]:
+        """(the path as the OpenAI API names it, the model an Azure deployment URL names),
+        recording what was received. Azure OpenAI's classic paths
+        (/openai/deployments/{deployment}/chat/completions?api-version=..., /openai/files,
+        /openai/batches) and its v1 paths (/openai/v1/...) map onto /v1/..."""
+        raw_path, _, query = self.path.partition("?")
+        params = dict(urllib.parse.parse_qsl(query))
+        path = raw_path.rstrip("/")
+        with self.owner.lock:
+            self.owner.received.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+        deployment = re.match(r"^/openai/deployments/([^/]+)(/.*)$", path)
+        if deployment and "api-version" in params:
+            return "/v1" + deployment[2], urllib.parse.unquote(deployment[1])
+        if path.startswith("/openai/v1/"):
+            return "/v1/" + path.removeprefix("/openai/v1/"), None
+        if path.startswith("/openai/") and "api-version" in params:
+            return "/v1/" + path.removeprefix("/openai/"), None
+        return path, None
+
     def _refused_key(self) -> bool:
         """The files and batches routes check the key as the others do."""
-        owner, authorization = self.owner, self.headers.get("Authorization", "")
+        owner, authorization = self.owner, self._authorization()
         if owner.api_key is None or authorization == f"Bearer {owner.api_key}":
             return False
         self._send(*api_error(401, "Incorrect API key provided.", code="invalid_api_key"))
         return True
 
     def do_GET(self) -> None:
-        path, _, query = self.path.partition("?")
-        path = path.rstrip("/")
+        path, _ = self._route()
+        query = self.path.partition("?")[2]
         if self._refused_key():
             return None
         desk = self.owner.batches
@@ -433,7 +632,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(*desk.listing(dict(urllib.parse.parse_qsl(query))))
         if path.startswith("/v1/batches/") and len(parts) == 4:
             return self._send(*desk.retrieve(parts[3]))
-        return self._send(404, {}, {"error": {"message": f"no route {self.path}"}})
+        return self._send(404, {}, self.owner.no_route(self.path))
 
     def _batch_routes(self, path: str, raw: bytes) -> bool:
         desk = self.owner.batches
@@ -453,15 +652,16 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 self._send(*api_error(400, "We could not parse the JSON body of your request."))
                 return True
-            self._send(*desk.create(body, self.headers.get("Authorization", "")))
+            self._send(*desk.create(body, self._authorization(), azure=self.path.startswith("/openai/")))
             return True
         return False
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
-        path = self.path.rstrip("/")
-        if self.owner.redirect_to is None and self._batch_routes(path, raw):
+        path, deployment = self._route()
+        batches = self.owner.redirect_to is None and self.owner.dialect != "ollama"  # Ollama has no Batch API
+        if batches and self._batch_routes(path, raw):
             return None
         if self.owner.redirect_to is not None:
             with self.owner.lock:
@@ -469,34 +669,58 @@ class _Handler(BaseHTTPRequestHandler):
             target = self.owner.redirect_to.rstrip("/") + path.removeprefix("/v1")
             return self._send(307, {"Location": target}, {"error": {"message": f"moved to {target}"}})
         if path not in ("/v1/chat/completions", "/v1/responses"):
-            return self._send(404, {}, {"error": {"message": f"no route {self.path}"}})
+            return self._send(404, {}, self.owner.no_route(self.path))
         try:
             body = json.loads(raw)
         except ValueError:
             return self._send(400, {}, {"error": {"message": "body is not JSON"}})
-        refusal = self.owner.check_request(path, body, self.headers.get("Authorization", ""))
+        if deployment is not None:
+            body["model"] = deployment  # Azure answers with the deployment's model
+        refusal = self.owner.check_request(path, body, self._authorization())
         if refusal is not None:
             status, headers, payload = refusal
-            return self._send(status, headers, self.owner.error_body(status, payload, path, str(body.get("model"))))
+            return self._send(*_headed(self.owner.error_reply(status, payload, path, str(body.get("model"))), headers))
         with self.owner.lock:
             self.owner.in_flight += 1
             self.owner.max_in_flight = max(self.owner.max_in_flight, self.owner.in_flight)
         try:
-            status, headers, payload = self.owner.answer(body, path)
+            status, headers, answer = self.owner.answer(body, path)
         finally:
             with self.owner.lock:
                 self.owner.in_flight -= 1
+        if isinstance(answer, Streamed):
+            return self._stream(answer)
+        payload = answer
         if status == 0:
             self.close_connection = True
             self.connection.close()
             return
         if status >= 400:
-            payload = self.owner.error_body(status, payload, path, str(body.get("model")))
+            return self._send(*_headed(self.owner.error_reply(status, payload, path, str(body.get("model"))), headers))
         self._send(status, headers, payload)
 
-    def _send(self, status: int, headers: dict, payload: dict | bytes) -> None:
-        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        kind = "application/octet-stream" if isinstance(payload, bytes) else "application/json"
+    def _stream(self, reply: Streamed) -> None:
+        self.close_connection = True
+        try:
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            for piece in reply.pieces:
+                self.wfile.write(piece)
+                self.wfile.flush()
+                if reply.pause:
+                    time.sleep(reply.pause)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading: what these replies are for
+
+    def _send(self, status: int, headers: dict, payload: object) -> None:
+        if isinstance(payload, bytes):
+            data, kind = payload, "application/octet-stream"
+        elif isinstance(payload, str):  # a server that answers errors in plain text (Ollama's 404)
+            data, kind = payload.encode(), "text/plain; charset=utf-8"
+        else:
+            data, kind = json.dumps(payload).encode(), "application/json"
         try:
             self.send_response(status)
             self.send_header("Content-Type", kind)
@@ -508,6 +732,10 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             # The client gave up (a timeout test): nothing to answer to.
             self.close_connection = True
+
+
+def _headed(reply: tuple[int, object], headers: dict) -> tuple[int, dict, object]:
+    return reply[0], headers, reply[1]
 
 
 @pytest.fixture

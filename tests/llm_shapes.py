@@ -6,6 +6,7 @@ tests/openai_schemas.py."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 
@@ -30,6 +31,26 @@ LITELLM_CLASSES = {
 }
 
 
+# The forms in which a gateway has been seen to repeat the key it was sent.
+ECHO_FORMS = {
+    "raw": lambda key: key,
+    "base64": lambda key: base64.b64encode(key.encode()).decode(),
+    "base64url": lambda key: base64.urlsafe_b64encode(key.encode()).decode(),
+    "percent": lambda key: "".join(f"%{byte:02X}" for byte in key.encode()),
+    "spaced": lambda key: " ".join(key),
+    "dotted": lambda key: ".".join(key),
+    "zero-width": lambda key: "\u200b".join(key),
+}
+
+
+def echoed(authorization: str, form: bool | str) -> str:
+    """The Authorization header as a 401 repeats it: whole, or its token in the named form."""
+    if form is True:
+        return authorization
+    scheme, _, token = authorization.partition(" ")
+    return f"{scheme} {ECHO_FORMS[str(form)](token)}"
+
+
 def api_error(status: int, message: str, *, param: str | None = None, code: str | None = None, kind: str = ""):
     """(status, headers, body) in the provider's error shape."""
     return (
@@ -42,6 +63,34 @@ def api_error(status: int, message: str, *, param: str | None = None, code: str 
 def quota_error() -> tuple[int, dict, dict]:
     """OpenAI's answer to a key whose quota or credit is spent: a 429, but no wait helps."""
     return api_error(429, QUOTA_MESSAGE, code="insufficient_quota", kind="insufficient_quota")
+
+
+def content_filter_error() -> tuple[int, dict, dict]:
+    """Azure OpenAI's answer to a prompt its content filter blocks: a 400 naming the filter,
+    with the categories it found in ``innererror``."""
+    return (
+        400,
+        {},
+        {
+            "error": {
+                "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management "
+                "policy. Please modify your prompt and retry.",
+                "type": None,
+                "param": "prompt",
+                "code": "content_filter",
+                "status": 400,
+                "innererror": {
+                    "code": "ResponsibleAIPolicyViolation",
+                    "content_filter_result": {
+                        "hate": {"filtered": False, "severity": "safe"},
+                        "self_harm": {"filtered": True, "severity": "medium"},
+                        "sexual": {"filtered": False, "severity": "safe"},
+                        "violence": {"filtered": False, "severity": "safe"},
+                    },
+                },
+            }
+        },
+    )
 
 
 def litellm_error(status: int, body: dict, *, path: str, model: str) -> dict:

@@ -107,7 +107,10 @@ def test_the_schema_and_docs_are_served(dataset):
     assert "/api/conversations/{prompt_id}/" in schema.json()["paths"]
     docs = client.get("/api/docs/")
     assert docs.status_code == 200
-    assert b"swagger" in docs.content.lower()
+    html = docs.content.decode()
+    assert '<html lang="en">' in html
+    assert "<code>/api/conversations/{prompt_id}/</code>" in html
+    assert 'href="/api/schema/?format=json"' in html
 
 
 def test_a_nul_byte_in_a_filter_is_a_bad_request_not_a_server_error(dataset):

@@ -3,7 +3,10 @@ import counts, also inside functions and under TYPE_CHECKING), and the pure modu
 of Django so that they can be used and tested as plain functions over arrays."""
 
 import ast
+import io
 import re
+import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -196,3 +199,140 @@ def test_no_top_level_module_is_one_of_six_siblings_sharing_a_prefix():
             if "_" in stem:
                 prefixes[stem.split("_")[0]] = prefixes.get(stem.split("_")[0], 0) + 1
         assert max(prefixes.values(), default=0) < 6, (package, prefixes)
+
+
+# --- names of files and modules in the prose ------------------------------------------------
+# A path or a dotted module name in the README, ARCHITECTURE.md or a comment or docstring of
+# the product must name something that exists: a moved module otherwise leaves readers looking
+# for it. (CHANGELOG.md is history: it may name what is gone.)
+
+TOP_FOLDERS = (*PACKAGES, "tests", "bench", "scripts", "templates", "static", ".ci")
+_FOLDERS = "|".join(re.escape(folder) for folder in TOP_FOLDERS)
+PATH_REF = re.compile(rf"(?<![\w./-])((?:{_FOLDERS})/[\w./-]*\w)")
+DOTTED_REF = re.compile(rf"(?<![\w./-])((?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+)")
+FILE_SUFFIXES = (".py", ".html", ".md", ".txt", ".json", ".jsonl", ".csv", ".css", ".js", ".toml", ".yml")
+
+
+def _path_exists(ref: str) -> bool:
+    # A template named as Django names it ("annotation/label.html") lives under templates/.
+    return (REPO / ref).exists() or (ref.endswith(".html") and (REPO / "templates" / ref).exists())
+
+
+def _defines(path: Path, name: str) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            return True
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
+            return True
+        if isinstance(node, ast.Import | ast.ImportFrom) and any(
+            (alias.asname or alias.name.split(".")[0]) == name for alias in node.names
+        ):
+            return True
+    return False
+
+
+def _dotted_exists(ref: str) -> bool:
+    """A module, or a name its module defines (`grading.pipeline.runs.run_cancel`); a model named
+    as Django does in a string reference (`grading.Response`) counts as its app's."""
+    parts = ref.split(".")
+    if len(parts) == 2 and parts[1][:1].isupper():
+        return True
+    for end in range(len(parts), 0, -1):
+        module = ".".join(parts[:end])
+        if module in MODULES or module in PACKAGES:
+            path = MODULES.get(module, REPO / module / "__init__.py")
+            return end == len(parts) or _defines(path, parts[end])
+    return False
+
+
+def _prose(path: Path) -> str:
+    """A document's text, or a module's comments and docstrings (not its string values: Celery
+    task names such as "grading.tasks.grade_batch" are names, not modules)."""
+    if path.suffix == ".md":
+        return path.read_text()
+    source = path.read_text()
+    pieces = [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            pieces.append(ast.get_docstring(node) or "")
+    return "\n".join(pieces)
+
+
+def _stale_references(paths: list[Path]) -> list[str]:
+    stale = []
+    for path in paths:
+        text = _prose(path)
+        for ref in PATH_REF.findall(text):
+            if not _path_exists(ref):
+                stale.append(f"{path.relative_to(REPO)}: {ref}")
+        for ref in DOTTED_REF.findall(text):
+            if not ref.endswith(FILE_SUFFIXES) and not _dotted_exists(ref):
+                stale.append(f"{path.relative_to(REPO)}: {ref}")
+    return stale
+
+
+def test_the_readme_and_architecture_name_only_paths_and_modules_that_exist():
+    assert _stale_references([REPO / "README.md", REPO / "ARCHITECTURE.md"]) == []
+
+
+def test_comments_and_docstrings_name_only_paths_and_modules_that_exist():
+    assert _stale_references(list(MODULES.values())) == []
+
+
+def test_the_stale_name_check_finds_a_moved_module(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    (tmp_path / "grading").mkdir()
+    (tmp_path / "grading" / "__init__.py").write_text("")
+    doc = tmp_path / "ARCHITECTURE.md"
+    doc.write_text("Runs start in `grading/models.py` and `grading.pipeline.runs.run_launch`.\n")
+    assert _stale_references([doc]) == [
+        "ARCHITECTURE.md: grading/models.py",
+        "ARCHITECTURE.md: grading.pipeline.runs.run_launch",
+    ]
+
+
+def test_the_graders_ask_and_retry_loop_is_written_once():
+    """Per criterion and per response, the grader is asked through one loop (cut-off, refusal,
+    unreadable answers): no other function of the client calls the endpoint itself."""
+    tree = ast.parse(MODULES["grading.pipeline.client"].read_text())
+    callers = {
+        function.name
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "chat"
+    }
+    assert callers == {"_ask_until_read"}
+
+
+def test_every_benchmark_that_makes_a_database_takes_its_name():
+    """Benchmarks make scratch PostgreSQL databases (bench/_db.py); each takes --database, so
+    two of them, or two checkouts, never drop each other's."""
+    for path in sorted((REPO / "bench").glob("*_bench.py")):
+        source = path.read_text()
+        if "fresh_postgres" in source or "DATABASE_URL" in source:
+            assert '"--database"' in source, path.name
+            assert not re.search(r'fresh_postgres\("', source), f"{path.name} names its database itself"
+
+
+# Functions still longer than a screen, to be split (issue 33); no other may join them.
+LONG_FUNCTIONS = {
+    "grading.pipeline.progress.run_progress",
+    "grading.pipeline.batches._work",
+    "grading.reports.run_import._store",
+    "grading.reports.scoring.score_grades",
+}
+
+
+def test_no_function_of_the_product_is_longer_than_80_lines():
+    long = set()
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (node.end_lineno or 0) - node.lineno >= 80:
+                long.add(f"{name}.{node.name}")
+    assert long - LONG_FUNCTIONS == set(), "split it: a function should fit on a screen"
+    assert LONG_FUNCTIONS - long == set(), "it was split: take it off LONG_FUNCTIONS"

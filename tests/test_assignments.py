@@ -223,11 +223,12 @@ def test_the_home_page_costs_the_same_queries_however_many_tasks(world, django_a
 
 def test_the_assignment_page_costs_the_same_queries_however_many_physicians(world, django_assert_max_num_queries):
     client = client_for(world.curator)
-    with django_assert_max_num_queries(9):
+    # 10: one of them counts the external physicians the progress table leaves out.
+    with django_assert_max_num_queries(10):
         assert client.get(reverse("assignments")).status_code == 200
     for n in range(30):
         task(physician(f"dr_more_{n}"), Assignment.Kind.RUBRIC, world.b)
-    with django_assert_max_num_queries(9):
+    with django_assert_max_num_queries(10):
         assert client.get(reverse("assignments")).status_code == 200
 
 

@@ -142,6 +142,24 @@ def test_2_and_3_an_ideal_response_survives_an_expired_session_and_leads_to_the_
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+def test_3_a_draft_the_server_refuses_says_why_and_stays_in_the_browser(visit, width, settings):
+    settings.DRAFTS_PER_PHYSICIAN = 1
+    task = _task("physician", Assignment.Kind.IDEAL_RESPONSE)
+    Draft.objects.create(physician=task.physician, key="ideal:elsewhere", text="An older draft.")
+    physician = visit("physician", width)
+    page = physician.go(f"/conversations/{task.conversation.code}/ideal/")
+    page.click("#id_text")
+    page.keyboard.type("Go to the emergency department now.")
+    page.wait_for_selector("#draft-status:has-text('Not saved: You have 1 unsubmitted drafts')")
+    assert "submit or clear some before starting another" in physician.text("#draft-status")
+    assert not Draft.objects.filter(key=f"ideal:{task.conversation.code}").exists()
+    code = str(task.conversation.code)
+    kept = page.evaluate("code => Object.keys(localStorage).filter(k => k.endsWith(':ideal:' + code))", code)
+    assert kept
+    physician.check("draft refused by the server")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
 def test_3_4_5_6_7_labeling_keeps_the_comment_can_say_cant_judge_and_goes_by_key(visit, width):
     curator = visit("curator", width)
     page = curator.go("/guidelines/label/edit/")
@@ -156,14 +174,14 @@ def test_3_4_5_6_7_labeling_keeps_the_comment_can_say_cant_judge_and_goes_by_key
     physician = visit("physician", width)
     page = physician.go("/labels/")
     # First time on a labeling task: the guidelines are open, as Markdown.
-    assert page.inner_html(".guidelines-first .md").count("<li>") == 2
+    assert page.inner_html(".guidelines-first .md").count('<li dir="auto">') == 2
     physician.check("guidelines shown the first time")
     page.click("button:has-text('I have read these')")
     page.wait_for_selector(".label-progress")
     assert page.locator(".guidelines-first").count() == 0
     assert page.locator("a:has-text('Guidelines for this task')").is_visible()
     # The response is Markdown, shown as such.
-    assert "<li><strong>Photograph</strong> the mole today</li>" in page.inner_html(".response .md")
+    assert '<li dir="auto"><strong>Photograph</strong> the mole today</li>' in page.inner_html(".response .md")
     first_url = page.url
 
     # The `?` overlay lists this page's keys.

@@ -5,8 +5,8 @@ and state passes the axe walk (tests/browser_walk.py)."""
 import pytest
 
 from grading.models import Grade, Run
-from grading.pipeline.estimate import RunSpec
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.pipeline.runs import run_cancel
 from healthbench_web.celery import app
 from tests.browser_walk import WIDTHS, browser_marks
@@ -24,7 +24,7 @@ def failed_run(server) -> Run:
     grader = endpoint_on(server)
     app.conf.task_always_eager = True
     try:
-        run = run_launch(spec=RunSpec(name="flaky", grader=grader, responses_from=source))
+        run = run_launch(spec=RunRequest(name="flaky", grader=grader, responses_from=source))
     finally:
         app.conf.task_always_eager = False
     Run.objects.filter(id=run.id).update(status=Run.Status.FAILED, error="the grader endpoint went away")
@@ -62,7 +62,7 @@ def test_retry_failed_grades_shows_the_estimate_then_grades_them_again(visit, ll
 
 def test_a_cancelled_run_is_resumed_after_its_estimate(visit, llm_server):
     source = imported_run(name="source", conversations=2, samples=1, n_criteria=3)
-    run = run_launch(spec=RunSpec(name="stopped", grader=endpoint_on(llm_server), responses_from=source))
+    run = run_launch(spec=RunRequest(name="stopped", grader=endpoint_on(llm_server), responses_from=source))
     run_cancel(run=run)
     curator = visit("curator", WIDTHS[0])
     page = curator.go(f"/runs/{run.code}/")
@@ -87,7 +87,7 @@ def test_a_cancelled_run_is_resumed_after_its_estimate(visit, llm_server):
 
 def test_a_run_whose_endpoint_breaks_the_rules_is_not_offered_a_confirm(visit, llm_server):
     source = imported_run(name="source", conversations=1, samples=1, n_criteria=2)
-    run = run_launch(spec=RunSpec(name="old-key", grader=endpoint_on(llm_server), responses_from=source))
+    run = run_launch(spec=RunRequest(name="old-key", grader=endpoint_on(llm_server), responses_from=source))
     run_cancel(run=run)
     config = run.grader_config
     assert config is not None

@@ -301,3 +301,30 @@ def test_31_a_curator_draws_a_calibration_sample_in_the_browser(visit, width):
     assert "0 of 5" in curator.text(".figures")
     curator.check("calibration drawn")
     curator.shot("calibration")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_item_its_physician_may_not_label_is_taken_off_their_list_by_the_pages_button(visit, width):
+    from grading.models import Response
+
+    doctor = User.objects.get(username="physician").physician
+    response = Response.objects.filter(conversation__criteria__isnull=False).first()
+    conversation = response.conversation
+    Conversation.objects.filter(id=conversation.id).update(author=doctor)  # they wrote it
+    item = Assignment.objects.create(
+        physician=doctor,
+        kind=Assignment.Kind.LABEL,
+        conversation=conversation,
+        response=response,
+        criterion=conversation.criteria.first(),
+    )
+    physician = visit("physician", width)
+    page = physician.go(f"/labels/{item.code}/")
+    assert "Take it off your list" in physician.text()
+    item.refresh_from_db()
+    assert item.status == Assignment.Status.OPEN, "opening the page withdrew it"
+    page.click("text=Take it off my list")
+    physician.check("item taken off the list")
+    assert "It has been taken off your list" in physician.text()
+    item.refresh_from_db()
+    assert item.status == Assignment.Status.WITHDRAWN

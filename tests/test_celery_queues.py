@@ -13,8 +13,8 @@ import pytest
 from django.conf import settings
 
 from grading.models import RunBatch
-from grading.pipeline.estimate import RunSpec
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from healthbench_web.celery import app
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on
@@ -61,8 +61,8 @@ def test_a_regrade_goes_to_the_grading_queue_and_a_sampled_run_to_the_sampling_q
     source = imported_run(conversations=2, samples=1)
     subset = subset_of("mine", [conversation_with_rubric(10 + i, n_criteria=2) for i in range(2)])
     with django_capture_on_commit_callbacks(execute=True):
-        regrade = run_launch(spec=RunSpec(name="regrade", grader=grader, responses_from=source))
-        sampled = run_launch(spec=RunSpec(name="sampled", grader=grader, subset=subset, policy=policy, samples=2))
+        regrade = run_launch(spec=RunRequest(name="regrade", grader=grader, responses_from=source))
+        sampled = run_launch(spec=RunRequest(name="sampled", grader=grader, subset=subset, policy=policy, samples=2))
     grading, sampling = _queued(settings.CELERY_GRADING_QUEUE), _queued(settings.CELERY_SAMPLING_QUEUE)
     assert sorted(grading) == sorted(RunBatch.objects.filter(run=regrade).values_list("id", flat=True))
     assert sorted(sampling) == sorted(RunBatch.objects.filter(run=sampled).values_list("id", flat=True))

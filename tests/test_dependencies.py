@@ -6,7 +6,12 @@ import ast
 import re
 import sys
 import tomllib
-from importlib.metadata import packages_distributions
+from importlib.metadata import PackageNotFoundError, packages_distributions, requires
+from importlib.util import find_spec
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
 
 from tests.conftest import REPO
 
@@ -40,9 +45,9 @@ def _locked(name: str) -> dict[str, str]:
 def test_every_locked_requirement_has_a_hash():
     for name in ("requirements.txt", "requirements-dev.txt", "requirements-litellm.txt"):
         text = (REPO / name).read_text()
-        requirements = re.findall(r"^([A-Za-z0-9_.\-\[\]]+==\S+)(.*)$", text, flags=re.M)
+        requirements = re.findall(r"^([A-Za-z0-9_.\-\[\]]+==\S+)( ; [^\\]+)?(.*)$", text, flags=re.M)
         assert requirements, name
-        for requirement, rest in requirements:
+        for requirement, _marker, rest in requirements:
             assert rest.strip() == "\\", f"{name}: {requirement} has no --hash lines"
         assert text.count("--hash=sha256:") >= len(requirements)
 
@@ -106,3 +111,83 @@ def test_the_application_imports_only_its_runtime_dependencies():
 
 def test_tests_and_benchmarks_import_only_direct_dependencies():
     assert _undeclared(("tests", "bench"), RUNTIME | DEV) == []
+
+
+# The Pythons the README and pyproject.toml admit ("3.11 or newer"), as far as the locks are
+# made for them: every 3.11 release (Debian 12 ships 3.11.2), and the locking one.
+ADMITTED = ("3.11.0", "3.11.2", "3.11.3", sys.version.split()[0])
+
+
+def _asked_extras() -> dict[str, set[str]]:
+    """name -> the extras pyproject.toml asks of it (kombu[redis])."""
+    extras: dict[str, set[str]] = {}
+    for line in PROJECT["dependencies"]:
+        requirement = Requirement(line)
+        extras[canonicalize_name(requirement.name)] = set(requirement.extras)
+    return extras
+
+
+def _needed_on(requirement: Requirement, extras: set[str]) -> list[str]:
+    """The admitted Pythons on which `requirement`, asked with `extras`, is needed."""
+    if requirement.marker is None:
+        return list(ADMITTED)
+    needed = []
+    for version in ADMITTED:
+        environment: dict[str, str] = {
+            **{key: str(value) for key, value in default_environment().items()},
+            "python_full_version": version,
+            "python_version": ".".join(version.split(".")[:2]),
+        }
+        if any(requirement.marker.evaluate({**environment, "extra": extra}) for extra in extras | {""}):
+            needed.append(version)
+    return needed
+
+
+def test_the_locks_hold_every_requirement_of_what_they_lock_on_every_admitted_python():
+    # pip-compile resolves for the Python it runs on; scripts/lock_markers.py adds what an
+    # older 3.11 needs. Without it pip --require-hashes refuses the lock on 3.11.0-3.11.2.
+    extras = _asked_extras()
+    for lock in ("requirements.txt", "requirements-dev.txt"):
+        locked = _locked(lock)
+        missing = []
+        for name in locked:
+            try:
+                lines = requires(name) or []
+            except PackageNotFoundError:  # locked for an older Python only, not installed here
+                assert re.search(rf"^{name}==\S+ ; ", (REPO / lock).read_text(), flags=re.M | re.I), name
+                continue
+            for line in lines:
+                requirement = Requirement(line)
+                on = _needed_on(requirement, extras.get(name, set()))
+                if on and canonicalize_name(requirement.name) not in locked:
+                    missing.append(f"{name} needs {requirement} on Python {', '.join(on)}")
+        assert missing == [], lock
+
+
+def test_what_only_an_older_python_needs_is_locked_with_its_marker():
+    for lock in ("requirements.txt", "requirements-dev.txt"):
+        text = (REPO / lock).read_text()
+        assert re.search(r'^async-timeout==\S+ ; python_full_version < "3\.11\.3" \\$', text, flags=re.M), lock
+
+
+def test_the_redis_transport_finds_every_import_in_the_runtime_lock():
+    # A worker on REDIS_URL loads kombu's Redis transport and redis' asyncio client; what they
+    # import must come from the runtime lock alone (the dev lock once hid `packaging`).
+    runtime = _locked("requirements.txt")
+    owners = packages_distributions()
+    for module in ("kombu.transport.redis", "redis.asyncio.connection"):
+        spec = find_spec(module)
+        assert spec is not None
+        assert spec.origin
+        tree = ast.parse(Path(spec.origin).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                top = node.module.split(".")[0]
+            elif isinstance(node, ast.Import):
+                top = node.names[0].name.split(".")[0]
+            else:
+                continue
+            if top in sys.stdlib_module_names or top in ("hiredis", "async_timeout", "cryptography", "OpenSSL"):
+                continue  # optional (guarded by try) or below 3.11.3, checked above
+            distributions = {canonicalize_name(d) for d in owners.get(top, [])}
+            assert distributions & set(runtime), f"{module} imports {top}, not in requirements.txt"

@@ -235,3 +235,44 @@ def test_chat_raises_a_fatal_call_failed_for_a_policy_at_a_closed_port():
         run(chat(target(f"http://127.0.0.1:{closed_port()}/v1"), [{"role": "user", "content": "x"}], limiter=NO_LIMIT))
     assert failed.value.fatal
     assert "connection refused" in str(failed.value)
+
+
+# --- the hot path sends what the openai client sends -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"api_style": "responses", "model": "gpt-5.4", "reasoning": True, "reasoning_effort": "low"},
+        {"provider": "azure", "api_version": "2024-10-21", "model": "my-gpt41", "api_key_env": "HB_CONTRACT_KEY"},
+        {"key_header": "x-gateway-key", "api_key_env": "HB_CONTRACT_KEY", "extra_query": (("team", "health"),)},
+    ],
+    ids=["chat", "responses", "azure-classic", "gateway"],
+)
+def test_a_live_call_sends_the_request_the_openai_client_builds(llm_server, settings, monkeypatch, changes):
+    """grading.pipeline.endpoint_clients.LiveClient keeps the openai client's request of each
+    path and sends it with each call's body: the same URL, headers and JSON as the client's own
+    post() (but for the SDK's per-request retry count, which both send as 0)."""
+    from openai._utils._json import openapi_dumps
+
+    from grading.pipeline.endpoint_clients import client_for
+    from grading.pipeline.request_shape import call_request
+
+    settings.ENDPOINT_KEY_VARIABLES = ["HB_CONTRACT_KEY"]
+    monkeypatch.setenv("HB_CONTRACT_KEY", "contract-key-0123456789abcdef")
+    base = llm_server.url.removesuffix("/v1") if "api_version" in changes else llm_server.url
+    point = target(base, **({"temperature": None} if changes.get("reasoning") else {}) | changes)
+    path, body = call_request(point, [{"role": "user", "content": "é " + MET_PROMPT}], max_tokens=200)
+
+    async def both() -> None:
+        live = client_for(point)
+        for _ in range(2):  # the second call reuses the request the first one made
+            await live.post(path, body)
+        await live.sdk.post(path, body=body, cast_to=bytes)
+
+    run(both())
+    sent = list(llm_server.received)[-3:]
+    assert sent[0] == sent[1] == sent[2]
+    assert [b for _, b in list(llm_server.requests)[-3:]] == [json.loads(openapi_dumps(body))] * 3
+    assert sent[0][1]["content-length"] == str(len(openapi_dumps(body)))

@@ -11,9 +11,10 @@ import pytest
 
 from grading.models import Endpoint, Grade, Response, Run, RunBatch, SampleFailure
 from grading.pipeline.batches import Outcome, batch_run
-from grading.pipeline.estimate import RunSpec, plan_estimate, run_plan
+from grading.pipeline.estimate import plan_estimate, run_plan
 from grading.pipeline.progress import run_progress
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.reports.report import run_report
 from tests.endpoints import endpoint_on
 from tests.grading_data import conversation_with_rubric, imported_run, subset_of
@@ -33,7 +34,7 @@ def grade_all(run: Run) -> list[Outcome]:
 
 
 def launch(grader: Endpoint, source: Run | None = None, **changes) -> Run:
-    return run_launch(spec=RunSpec(**{"name": "run", "grader": grader, "responses_from": source, **changes}))
+    return run_launch(spec=RunRequest(**{"name": "run", "grader": grader, "responses_from": source, **changes}))
 
 
 def closed_port() -> int:
@@ -167,20 +168,22 @@ def test_a_run_with_some_failures_ends_done_with_a_warning(llm_server):
 
 def test_the_estimate_gives_dollars_with_its_caching_assumption(llm_server):
     source = imported_run(conversations=3, samples=2, n_criteria=5)
-    spec = RunSpec(name="x", grader=endpoint_on(llm_server, **PRICES), responses_from=source)
+    spec = RunRequest(name="x", grader=endpoint_on(llm_server, **PRICES), responses_from=source)
     estimate = plan_estimate(spec, run_plan(spec))
     assert estimate.cost is not None
     assert estimate.cost > 0
     text = " ".join(estimate.lines())
     assert "Cost: about $" in text
     assert "prompt cache serves" in text
-    unpriced = RunSpec(name="y", grader=endpoint_on(llm_server, "unpriced"), responses_from=source)
+    unpriced = RunRequest(name="y", grader=endpoint_on(llm_server, "unpriced"), responses_from=source)
     line = plan_estimate(unpriced, run_plan(unpriced)).cost_line()
     assert line.startswith("Cost: unknown — no prices are configured for unpriced")
 
 
 def test_a_runs_concurrency_stays_within_its_endpoints_limit(llm_server):
     source = imported_run(conversations=1)
-    spec = RunSpec(name="x", grader=endpoint_on(llm_server, max_concurrency=4), responses_from=source, concurrency=50)
+    spec = RunRequest(
+        name="x", grader=endpoint_on(llm_server, max_concurrency=4), responses_from=source, concurrency=50
+    )
     assert "Concurrency capped at 4 by the endpoint's limit." in plan_estimate(spec, run_plan(spec)).lines()
     assert run_launch(spec=spec).concurrency == 4

@@ -21,8 +21,9 @@ from annotation.models import Physician
 from grading.endpoint_rules import base_url_problem, key_variable_problem
 from grading.models import Endpoint, GraderConfig, Run
 from grading.pipeline.batches import batch_run
-from grading.pipeline.estimate import RunSpec, RunSpecError
+from grading.pipeline.estimate import RunSpecError
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
@@ -141,11 +142,11 @@ def test_an_endpoint_naming_a_reserved_variable_is_refused_at_launch_and_by_the_
     source = imported_run(conversations=1)
     endpoint = endpoint_on(llm_server, "leaky", key_variable=variable)
     with pytest.raises(RunSpecError, match=f"{variable} is one of this application's own settings"):
-        run_launch(spec=RunSpec(name="x", grader=endpoint, responses_from=source))
+        run_launch(spec=RunRequest(name="x", grader=endpoint, responses_from=source))
     # Even on the allowlist (settings cannot put it there; a test can), the worker refuses.
     settings.ENDPOINT_KEY_VARIABLES = [variable]
     Endpoint.objects.filter(id=endpoint.id).update(key_variable="")
-    run = run_launch(spec=RunSpec(name="x", grader=Endpoint.objects.get(id=endpoint.id), responses_from=source))
+    run = run_launch(spec=RunRequest(name="x", grader=Endpoint.objects.get(id=endpoint.id), responses_from=source))
     GraderConfig.objects.filter(runs=run).update(api_key_env=variable)
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
@@ -163,7 +164,7 @@ def test_an_allowlisted_key_goes_only_to_its_endpoint(make_llm_server, secrets, 
     bystander = make_llm_server()
     source = imported_run(conversations=1, samples=1)
     grader = endpoint_on(server, key_variable="HB_PROVIDER_KEY")
-    run = run_launch(spec=RunSpec(name="x", grader=grader, responses_from=source))
+    run = run_launch(spec=RunRequest(name="x", grader=grader, responses_from=source))
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
     run.refresh_from_db()
@@ -246,7 +247,7 @@ def test_the_launch_check_reads_hosts_as_the_worker_does(llm_server, settings, u
     source = imported_run(conversations=1)
     grader = Endpoint.objects.create(name="numeric", base_url=url, model="grader", key_variable="")
     with pytest.raises(RunSpecError, match="link-local or cloud metadata address"):
-        run_launch(spec=RunSpec(name="x", grader=grader, responses_from=source))
+        run_launch(spec=RunRequest(name="x", grader=grader, responses_from=source))
     assert base_url_problem(url, resolve=False) == base_url_problem(url, resolve=True)
 
 
@@ -259,7 +260,7 @@ def test_loopback_ipv6_follows_the_private_networks_setting(settings, make_llm_s
     assert base_url_problem(server.url) is None
     assert base_url_problem("http://[2002:7f00:1::]/v1") is None
     source = imported_run(conversations=1, samples=1, n_criteria=2)
-    run = run_launch(spec=RunSpec(name="v6", grader=endpoint_on(server), responses_from=source))
+    run = run_launch(spec=RunRequest(name="v6", grader=endpoint_on(server), responses_from=source))
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
     run.refresh_from_db()
@@ -280,7 +281,7 @@ def test_private_networks_and_allowed_hosts_are_the_operators_choice(settings):
 
 def test_the_worker_refuses_a_url_the_policy_forbids(llm_server, settings):
     source = imported_run(conversations=1)
-    run = run_launch(spec=RunSpec(name="x", grader=endpoint_on(llm_server), responses_from=source))
+    run = run_launch(spec=RunRequest(name="x", grader=endpoint_on(llm_server), responses_from=source))
     settings.ENDPOINT_ALLOW_PRIVATE_NETWORKS = False  # the operator tightened the policy since
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)

@@ -7,7 +7,6 @@ always, and the reference's `_aggregate_get_clipped_mean` too when simple-evals 
 """
 
 import json
-import os
 import sys
 from collections import defaultdict
 from io import StringIO
@@ -17,11 +16,13 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotation.models import Conversation, Physician
-from grading.models import Grade, Run
+from grading.models import Grade, Response, Run
 from grading.reports.report import run_report
 from grading.reports.results_file import parse_results
+from tests import healthbench_rows as rows
 from tests.grading_data import imported_run
-from tests.test_import_run import import_run
+from tests.simple_evals import simple_evals_dir
+from tests.test_import_run import graded_row, import_dataset, import_run, write_results
 from tests.test_report_pages import make_user
 from tests.test_run_report import import_fixture
 
@@ -151,9 +152,7 @@ def test_the_files_means_equal_a_plain_aggregation_of_its_examples(tmp_path):
 
 
 def test_the_references_own_aggregation_of_the_file_gives_the_same_means(tmp_path):
-    reference_dir = os.environ.get("SIMPLE_EVALS_DIR")
-    if not reference_dir:
-        pytest.skip("set SIMPLE_EVALS_DIR to a simple-evals checkout or git mirror to run the reference")
+    reference_dir = str(simple_evals_dir())
     from bench.scoring_bench import load_reference
 
     before = set(sys.modules)
@@ -222,3 +221,37 @@ def test_physicians_cannot_download_a_run(client):
     run = imported_run(conversations=1, samples=1, n_criteria=2)
     client.force_login(make_user(Physician.Role.PHYSICIAN))
     assert client.get(reverse("report_results", args=[run.code])).status_code == 403
+
+
+# --- what came in goes back out ---------------------------------------------------------------
+
+
+def test_an_imported_file_comes_back_byte_for_byte_but_for_the_scores_it_recomputes(tmp_path):
+    first, second = rows.row("p-1"), rows.row("p-2", theme="emergency_referrals")
+    import_dataset(tmp_path, first, second)
+    sent = graded_row(first, [True, False, False], completion="Rest and fluids.")
+    # The conversation as the reference's sampler sent it: its system message first.
+    sent["prompt"] = [{"content": "You are a helpful assistant.", "role": "system"}, *first["prompt"]]
+    # Zero cached and reasoning tokens stay zeros, and a field the product does not know stays put.
+    sent["usage"] = {
+        "input_tokens": 120,
+        "input_cached_tokens": 0,
+        "output_tokens": 45,
+        "output_reasoning_tokens": 0,
+        "total_tokens": 165,
+    }
+    sent["sampler"] = {"model": "gpt-4.1", "note": ["kept", 1]}
+    same = graded_row(second, [True, True, False], completion="Call an ambulance now.")
+    same["prompt"] = second["prompt"]  # the dataset's conversation: stored once, written back equal
+    del same["usage"]  # a file without usage gets none back
+    path = write_results(tmp_path / "in_allresults.json", [sent, same])
+    import_run(path, name="imported")
+    examples = export("imported", tmp_path)["metadata"]["example_level_metadata"]
+    # Only the scores differ: the file said null, the product writes what its grades give.
+    assert [e["score"] for e in examples] == [pytest.approx(6 / 14), pytest.approx(14 / 14)]
+    for given, exported in zip([sent, same], examples, strict=True):
+        assert json.dumps(exported) == json.dumps({**given, "score": exported["score"]})
+    stored = (
+        Response.objects.filter(grades__run__name="imported", conversation__prompt_id="p-2").distinct().get().parameters
+    )
+    assert "prompt" not in json.loads(stored["imported"])

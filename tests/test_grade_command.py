@@ -104,7 +104,8 @@ def test_the_grader_settings_are_kept_with_the_run(grade, llm_server, tmp_path):
     )
     assert (config.temperature, config.max_tokens, config.timeout_seconds) == (0.5, 300, 9.0)
     assert (config.requests_per_minute, config.tokens_per_minute) == (600, 90000)
-    assert config.prompt_template == template.read_text()
+    # As the page and the API take it: without the file's final newline (grading.pipeline.run_request).
+    assert config.prompt_template == template.read_text().strip()
     assert (run.concurrency, run.use_cache, run.status) == (3, False, Run.Status.DONE)
 
 

@@ -6,6 +6,7 @@ import hashlib
 import pytest
 
 from grading.pipeline import grader_prompt as gp
+from grading.pipeline import response_prompt
 
 MESSAGES = [
     {"role": "user", "content": "My child has a fever of 39 C."},
@@ -126,3 +127,37 @@ def test_criteria_met_that_is_not_a_json_boolean_is_invalid(value):
 def test_an_answer_without_a_readable_verdict_is_malformed(text):
     with pytest.raises(gp.MalformedAnswer, match="no JSON object with criteria_met"):
         gp.parse_answer(text)
+
+
+def test_both_modes_judge_by_one_copy_of_the_rules_and_their_bytes_never_change():
+    for template in (gp.DEFAULT_TEMPLATE, response_prompt.RESPONSE_TEMPLATE):
+        assert template.count(gp.JUDGING_RULES) == 1
+        assert template.count(gp.CONVERSATION_SECTION) == 1
+    # Runs store these hashes: a change of one byte makes every earlier run's prompt "different".
+    assert gp.template_hash(gp.DEFAULT_TEMPLATE) == ("8ccabb0fbb75d6f723526d9cdba8518134a0bcbd0c9a3a6a6d7398b871ff26a7")
+    assert response_prompt.RESPONSE_TEMPLATE_HASH == "397bbd0d354433a1ae3ff6d085306e67ec17ee7902a3fde8abb129897070d965"
+
+
+# --- read as the reference reads it (Endpoint.lenient_answers off) ---------------------------
+
+VERDICT = '{"explanation": "Named.", "criteria_met": true}'
+
+
+@pytest.mark.parametrize("text", [VERDICT, f"```json\n{VERDICT}\n```", f"  {VERDICT}\n"])
+def test_not_lenient_an_answer_is_read_as_the_reference_reads_it(text):
+    assert gp.parse_answer(text, lenient=False) == gp.GraderAnswer(met=True, explanation="Named.")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Here is my judgement.\n{VERDICT}",  # text around the JSON
+        f"```\n{VERDICT}\n```",  # a fence without "json"
+        f'{{"criteria_met": false}}\n{VERDICT}',  # two objects
+        '["criteria_met"]',  # not an object
+    ],
+)
+def test_not_lenient_anything_else_is_asked_again_as_the_reference_asks_again(text):
+    with pytest.raises(gp.MalformedAnswer):
+        gp.parse_answer(text, lenient=False)
+    assert gp.parse_answer(text.replace('["criteria_met"]', VERDICT)).met in (True, False)

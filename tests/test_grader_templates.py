@@ -3,7 +3,7 @@
 graded with one record its sha256; the compare page warns when two runs were graded
 differently."""
 
-import os
+import tracemalloc
 from io import StringIO
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from grading.pipeline.grader_prompt import template_hash
 from grading.reference_grader import PUBLISHED_TEMPLATE_SHA256
 from tests.grading_data import imported_run
 from tests.people import person
+from tests.simple_evals import simple_evals_dir
 
 pytest_plugins = ["tests.llm_server"]
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_retries")]
@@ -95,6 +96,73 @@ def test_a_file_template_is_stored_too_and_the_list_says_when_there_are_none(tmp
     assert GraderTemplate.objects.get(name="mine").sha256 == template_hash(OWN_TEMPLATE)
 
 
+# --- files that are too large or too deep ------------------------------------------------------------
+
+
+def _peak_bytes_while(action) -> int:
+    tracemalloc.start()
+    try:
+        action()
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return peak
+
+
+def test_a_huge_eval_file_is_refused_by_its_size_before_it_is_read(tmp_path):
+    root = tmp_path / "copy"
+    root.mkdir()
+    with open(root / "healthbench_eval.py", "wb") as handle:
+        handle.truncate(300_000_000)  # sparse: 300 MB on paper, nothing on disk
+
+    def attempt():
+        refusal = r"it is 300\.0 MB; simple-evals' healthbench_eval\.py is at most 1\.0 MB"
+        with pytest.raises(CommandError, match=refusal):
+            run_command("grader_template", "import", "--simple-evals", str(root))
+
+    assert _peak_bytes_while(attempt) < 5_000_000
+    assert not GraderTemplate.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "GRADER_TEMPLATE = " + "-" * 400_000 + "1\n",
+        "GRADER_TEMPLATE = " + "not " * 200_000 + "1\n",
+        "GRADER_TEMPLATE = x" + ".y" * 300_000 + "\n",
+        "GRADER_TEMPLATE = 1" + "+1" * 300_000 + "\n",
+        "GRADER_TEMPLATE = " + "[" * 100_000 + "]" * 100_000 + "\n",
+    ],
+    ids=["unary", "not", "attributes", "sum", "brackets"],
+)
+def test_a_deeply_nested_eval_file_is_refused_with_a_sentence(tmp_path, module):
+    root = fake_copy(tmp_path / "copy", module)
+    with pytest.raises(CommandError, match=r"cannot read .*healthbench_eval\.py: (it nests deeper|too many nested)"):
+        run_command("grader_template", "import", "--simple-evals", str(root))
+    assert not GraderTemplate.objects.exists()
+
+
+def test_a_long_chain_of_strips_is_no_plain_string(tmp_path):
+    root = fake_copy(tmp_path / "copy", 'GRADER_TEMPLATE = "<<conversation>> <<rubric_item>>"' + ".strip()" * 50_000)
+    with pytest.raises(CommandError, match=r"(is not a plain string|nests deeper)"):
+        run_command("grader_template", "import", "--simple-evals", str(root))
+    # A few are read as the module would compute them.
+    fake_copy(tmp_path / "few", 'GRADER_TEMPLATE = "  <<conversation>> <<rubric_item>>  ".strip().lstrip()\n')
+    run_command("grader_template", "import", "--simple-evals", str(tmp_path / "few"))
+    assert GraderTemplate.objects.get().text == "<<conversation>> <<rubric_item>>"
+
+
+def test_a_template_file_is_refused_by_its_size_and_so_is_a_file_without_one(tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_text(OWN_TEMPLATE + " " * 300_000)
+    with pytest.raises(CommandError, match=r"big\.txt: it is 300 KB; a grader template file is at most 262 KB"):
+        run_command("grader_template", "import", "--file", str(path), "--name", "big")
+    # A device reports no size: it is read no further than the limit.
+    with pytest.raises(CommandError, match=r"/dev/zero: it holds more than 262 KB"):
+        run_command("grader_template", "import", "--file", "/dev/zero", "--name", "zero")
+    assert not GraderTemplate.objects.exists()
+
+
 def grade_with(server, *, name: str, template: str | None = None, **endpoint) -> Run:
     source = Run.objects.filter(name="source").first() or imported_run(
         name="source", conversations=1, samples=1, n_criteria=2
@@ -126,9 +194,7 @@ def test_a_run_graded_with_a_stored_template_records_its_hash(llm_server, tmp_pa
 
 
 def test_the_reference_template_from_a_checkout_is_recognised_by_its_hash(llm_server):
-    checkout = os.environ.get("SIMPLE_EVALS_DIR")
-    if not checkout:
-        pytest.skip("SIMPLE_EVALS_DIR is not set: no simple-evals checkout to import from")
+    checkout = str(simple_evals_dir())
     said = run_command("grader_template", "import", "--simple-evals", checkout)
     assert "reference grader prompt" in said
     assert GraderTemplate.objects.get(name="simple-evals").sha256 == PUBLISHED_TEMPLATE_SHA256

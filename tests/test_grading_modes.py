@@ -15,11 +15,12 @@ from rest_framework.test import APIClient
 
 from annotation.models import Conversation, Physician
 from grading.models import Grade, GradingMode, Run
-from grading.pipeline import run_launch as run_services
 from grading.pipeline.batches import Outcome, batch_run
-from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
+from grading.pipeline.estimate import RunSpecError, plan_estimate, run_plan, spec_check
+from grading.pipeline.modes import per_response
 from grading.pipeline.progress import run_progress
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.reports.report import grading_record, run_report, run_report_document
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
@@ -39,10 +40,10 @@ def server(llm_server):
     return llm_server
 
 
-def spec(server, source, **changes) -> RunSpec:
+def spec(server, source, **changes) -> RunRequest:
     grader = endpoint_on(server) if not changes.get("grader") else changes.pop("grader")
     fields = {"name": "per-response", "grader": grader, "concurrency": 4, "responses_from": source}
-    return RunSpec(**{**fields, "grading_mode": GradingMode.PER_RESPONSE, **changes})
+    return RunRequest(**{**fields, "grading_mode": GradingMode.PER_RESPONSE, **changes})
 
 
 def grade_all(run: Run) -> list[Outcome]:
@@ -119,7 +120,7 @@ def test_a_refused_chunk_fails_its_criteria_which_are_missing_not_unmet(server):
 
 
 def test_a_rubric_longer_than_the_limit_is_split_into_even_calls(server, monkeypatch):
-    monkeypatch.setattr(run_services, "CRITERIA_PER_CALL", 4)
+    monkeypatch.setattr(per_response, "CRITERIA_PER_CALL", 4)
     source = imported_run(conversations=2, samples=1, n_criteria=9)
     run = run_launch(spec=spec(server, source))
     assert run.grader_config.criteria_per_call == 4
@@ -211,12 +212,10 @@ def long_conversations(source: Run, chars: int = 9000) -> None:
 
 @pytest.mark.parametrize("mode", [GradingMode.PER_CRITERION, GradingMode.PER_RESPONSE])
 def test_the_estimates_cached_share_is_what_the_server_reports(server, monkeypatch, mode):
-    monkeypatch.setattr(run_services, "CRITERIA_PER_CALL", 3)  # several calls per response in both modes
+    monkeypatch.setattr(per_response, "CRITERIA_PER_CALL", 3)  # several calls per response in both modes
     source = imported_run(conversations=3, samples=1, n_criteria=7)
     long_conversations(source)
     run_spec = spec(server, source, grading_mode=mode, concurrency=1)
-    if mode == GradingMode.PER_RESPONSE:
-        monkeypatch.setattr("grading.pipeline.estimate.chunk_bounds", lambda n: [(0, 3), (3, 5), (5, 7)])
     estimate = plan_estimate(run_spec, run_plan(run_spec))
     run = run_launch(spec=run_spec)
     grade_all(run)

@@ -15,9 +15,10 @@ from grading.pipeline import client as llm
 from grading.pipeline.batch_requests import request_key
 from grading.pipeline.batches import Outcome, batch_claim, batch_run
 from grading.pipeline.endpoint import CallTarget
-from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan
+from grading.pipeline.estimate import RunSpecError, plan_estimate, run_plan
 from grading.pipeline.grader_prompt import template_hash
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.pipeline.runs import MAX_BATCH_FAILURES, run_cancel, run_resume, runs_sweep
 from grading.reports.report import run_report
 from tests.endpoints import endpoint_on
@@ -40,9 +41,9 @@ def grader_on(server) -> Endpoint:
     return Endpoint.objects.filter(name="test-grader").first() or endpoint_on(server)
 
 
-def spec(server, source=None, **changes) -> RunSpec:
+def spec(server, source=None, **changes) -> RunRequest:
     grader = grader_on(server)
-    return RunSpec(**{"name": "again", "grader": grader, "concurrency": 4, "responses_from": source, **changes})
+    return RunRequest(**{"name": "again", "grader": grader, "concurrency": 4, "responses_from": source, **changes})
 
 
 def grade_all(run: Run) -> list[Outcome]:
@@ -287,15 +288,21 @@ def test_cancelling_stops_a_batch_that_is_being_graded(server):
     run = run_launch(spec=spec(server, source, concurrency=2))  # 80 items, 40 s at this pace
     batch_id = run.batches.values_list("id", flat=True)[0]
 
-    def cancel_soon():
-        time.sleep(0.5)
+    cancelled_at: list[float] = []
+
+    def cancel_once_grading():
+        # Once the first grades are stored (not after a fixed delay: a busy machine may not
+        # have stored any by then), so that the cancel lands mid-batch.
+        deadline = time.monotonic() + 30
+        while not Grade.objects.filter(run=run).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         run_cancel(run=Run.objects.get(id=run.id))
+        cancelled_at.append(time.monotonic())
         connection.close()
 
-    threading.Thread(target=cancel_soon).start()
-    start = time.monotonic()
+    threading.Thread(target=cancel_once_grading).start()
     assert batch_run(batch_id=batch_id) == Outcome.STOPPED
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - cancelled_at[0] < 3
     assert 0 < Grade.objects.filter(run=run).count() < run.total_items
 
 
@@ -353,7 +360,7 @@ def test_a_missing_api_key_fails_the_run_with_the_reason(server, monkeypatch, se
 # --- sampling -----------------------------------------------------------------------------------
 
 
-def sampled_spec(server, subset, samples=2, **changes) -> RunSpec:
+def sampled_spec(server, subset, samples=2, **changes) -> RunRequest:
     policy = Endpoint.objects.filter(name="test-policy").first() or endpoint_on(
         server, "test-policy", model="policy-1", temperature=0.7, max_output_tokens=300
     )

@@ -33,6 +33,11 @@ def test_hard_and_consensus_exports_are_byte_identical_to_the_files(tmp_path):
         assert _export(subset, tmp_path).read_bytes() == sample_file(name).read_bytes()
 
 
+def test_the_main_sample_exports_byte_identical_to_the_file(tmp_path):
+    call_command("import_healthbench", sample_file("eval_sample.jsonl"), subset="main")
+    assert _export("main", tmp_path).read_bytes() == sample_file("eval_sample.jsonl").read_bytes()
+
+
 def test_every_main_and_hard_row_comes_back_equal_from_all(tmp_path):
     _import_all_three()
     exported = {r["prompt_id"]: r for r in _rows(_export("all", tmp_path))}

@@ -1,4 +1,5 @@
 import json
+from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -6,6 +7,7 @@ from django.core.management import CommandError, call_command
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Subset, SubsetMember
 from tests.healthbench_rows import consensus_row, cut_to_cluster, row, rubric_item, write
 
+pytest_plugins = ["tests.llm_server"]
 pytestmark = pytest.mark.django_db
 
 
@@ -180,3 +182,40 @@ def test_a_dataset_row_completes_a_conversation_first_seen_in_a_meta_eval_file(t
     assert conversation.criteria.filter(level="cluster").count() == 1
     assert ConsensusCriterion.objects.get(cluster=CATEGORY).axis == "accuracy"
     assert _export("all", tmp_path) == main.read_text().splitlines()
+
+
+def test_a_consensus_file_is_recognised_by_its_content_whatever_its_subset_is_called(tmp_path, llm_server):
+    from grading.pipeline.estimate import plan_estimate, run_plan
+    from grading.pipeline.run_request import RunRequest
+    from tests.endpoints import endpoint_on
+
+    main, consensus = tmp_path / "main.jsonl", tmp_path / "cons5.jsonl"
+    write(main, consensus_row("p-2"), row("p-1"))
+    write(consensus, cut_to_cluster(consensus_row("p-2")))
+    call_command("import_healthbench", main)
+    out = StringIO()
+    call_command("import_healthbench", consensus, subset="cons5", stdout=out, stderr=out)
+    assert "imported as a Consensus subset" in out.getvalue()
+    subset = Subset.objects.get(name="cons5")
+    assert subset.kind == Subset.Kind.CONSENSUS
+    # A run on it grades the two cluster criteria only, not the whole rubric of four.
+    spec = RunRequest(
+        name="r", grader=endpoint_on(llm_server), policy=endpoint_on(llm_server, "policy"), subset=subset, samples=1
+    )
+    assert run_plan(spec).grades == 2
+    assert "Criteria graded: the level:cluster criteria only (cons5 is a Consensus subset)." in (
+        plan_estimate(spec, run_plan(spec)).lines()
+    )
+    # The main file under another name stays a custom subset, and says nothing.
+    out = StringIO()
+    call_command("import_healthbench", main, subset="mine", stdout=out, stderr=out)
+    assert "Consensus" not in out.getvalue()
+    assert Subset.objects.get(name="mine").kind == Subset.Kind.CUSTOM
+
+
+def test_a_main_file_imported_as_consensus_is_said_to_be_one(tmp_path):
+    main = tmp_path / "main.jsonl"
+    write(main, consensus_row("p-2"))
+    out = StringIO()
+    call_command("import_healthbench", main, subset="consensus", stdout=out, stderr=out)
+    assert "the file is not a Consensus file" in out.getvalue()

@@ -140,7 +140,15 @@ def test_an_impossible_item_is_withdrawn_with_a_note_for_the_curator(world):
     # Nobody else holds the item yet (the colleague's task on it is taken back).
     Assignment.objects.filter(id=world.label_task.id).update(status=Assignment.Status.CANCELLED)
     item = task(world.owner, Assignment.Kind.LABEL, world.a, response=world.responses[0], criterion=world.cluster)
-    client_for(world.owner).get(_url(item))
+    client = client_for(world.owner)
+    page = client.get(_url(item))
+    # Opening the page only says why (a GET writes nothing); its button takes the item back.
+    item.refresh_from_db()
+    assert item.status == Assignment.Status.OPEN
+    assert "Take it off my list" in page.text
+    taken = client.post(_url(item), {"withdraw": "yes"})
+    assert taken.status_code == 200
+    assert "It has been taken off your list" in taken.text
     item.refresh_from_db()
     assert item.status == Assignment.Status.WITHDRAWN
     assert "rubric they wrote" in item.note
@@ -165,8 +173,9 @@ def test_a_physician_cannot_open_someone_elses_item(world):
 
 def test_an_item_costs_the_same_queries_however_many_items_there_are(world, labeler, django_assert_max_num_queries):
     url = _url(world.label_task)
-    # Beside the item and its position: the session, the guideline and the comment's draft.
-    with django_assert_max_num_queries(9):
+    # Beside the item and its position: the session, the guideline and the comment's draft; the
+    # first time its texts are shown, one query for their rendered Markdown and one to store it.
+    with django_assert_max_num_queries(12):  # +1: the time-on-task event (annotation/services/time_on_task.py)
         assert labeler.get(url).status_code == 200
     extra = [
         task(world.colleague, Assignment.Kind.LABEL, world.a, response=world.responses[n % 2], criterion=c)
@@ -180,10 +189,12 @@ def test_an_item_costs_the_same_queries_however_many_items_there_are(world, labe
         )
     ]
     assert len(extra) == 20
-    with django_assert_max_num_queries(9):
+    # The texts' Markdown is now in this process: nothing more to fetch.
+    with django_assert_max_num_queries(10):  # +1: the time-on-task event (annotation/services/time_on_task.py)
         assert labeler.get(url).status_code == 200
 
 
 def test_labeling_costs_a_bounded_number_of_queries(world, labeler, django_assert_max_num_queries):
-    with django_assert_max_num_queries(20):
+    # The next item's texts may be new: one query for their rendered Markdown and one to store it.
+    with django_assert_max_num_queries(23):  # +1: the time-on-task event (annotation/services/time_on_task.py)
         assert labeler.post(_url(world.label_task), {"met": "yes"}, **htmx()).status_code == 200

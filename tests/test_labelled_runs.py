@@ -15,7 +15,8 @@ from rest_framework.test import APIClient
 from annotation.models import Criterion, Physician
 from grading.metaeval.importer import meta_eval_import
 from grading.models import Endpoint, Grade, Run
-from grading.pipeline.estimate import RunSpec, plan_estimate, run_plan
+from grading.pipeline.estimate import plan_estimate, run_plan
+from grading.pipeline.run_request import RunRequest
 from grading.plans import labelled_rubric, rubric_drift
 from grading.reports.report import run_report
 from tests.endpoints import endpoint_on
@@ -54,7 +55,7 @@ def test_the_plan_holds_each_labelled_pair_once():
 
 def test_the_estimate_counts_the_labelled_pairs(llm_server):
     meta_eval_import(lines=lines(*ROWS))
-    spec = RunSpec(name="labelled", grader=endpoint_on(llm_server, "test-grader"), labelled=True)
+    spec = RunRequest(name="labelled", grader=endpoint_on(llm_server, "test-grader"), labelled=True)
     plan = run_plan(spec)
     assert plan.grades == 4
     assert plan_estimate(spec, plan).grader_calls == 4

@@ -24,9 +24,9 @@ import pytest
 from grading.models import Grade, Response, Run, SampleFailure
 from grading.pipeline import client as llm
 from grading.pipeline.batches import batch_run
-from grading.pipeline.estimate import RunSpec
 from grading.pipeline.progress import run_progress
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.reports.report import run_report
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on
@@ -166,7 +166,7 @@ def test_a_run_grades_through_the_gateway_with_usage_and_cost(gateway, fields):
         gateway.upstream.prefixes.clear()
     source = imported_run(conversations=2, samples=2, n_criteria=4, seed=len(fields))
     run = grade_all(
-        run_launch(spec=RunSpec(name="gw", grader=on_gateway(gateway, **fields, **PRICES), responses_from=source))
+        run_launch(spec=RunRequest(name="gw", grader=on_gateway(gateway, **fields, **PRICES), responses_from=source))
     )
     assert run.status == Run.Status.DONE, run.error
     assert run_report(run=run).data["score"] == run_report(run=source).data["score"]
@@ -202,7 +202,7 @@ def test_a_fatal_error_the_gateway_wraps_ends_the_run_at_once(gateway, fields, w
     source = imported_run(conversations=4, samples=2, n_criteria=5)  # 40 grades
     before = upstream_calls(gateway, "reasoning-grader")
     run = run_launch(
-        spec=RunSpec(name="gw", grader=on_gateway(gateway, **fields), responses_from=source, concurrency=2)
+        spec=RunRequest(name="gw", grader=on_gateway(gateway, **fields), responses_from=source, concurrency=2)
     )
     run = grade_all(run)
     assert run.status == Run.Status.FAILED, run.error
@@ -223,7 +223,7 @@ def test_refusals_and_cut_off_samples_through_the_gateway(gateway):
     policy = on_gateway(gateway, "policy", model="policy-1", api_style="responses", max_output_tokens=50)
     run = grade_all(
         run_launch(
-            spec=RunSpec(name="gw", grader=grader, policy=policy, samples=1, subset=subset_of("mine", conversations))
+            spec=RunRequest(name="gw", grader=grader, policy=policy, samples=1, subset=subset_of("mine", conversations))
         )
     )
     assert run.status == Run.Status.DONE, run.error
@@ -237,7 +237,7 @@ def test_refusals_and_cut_off_samples_through_the_gateway(gateway):
     chat_policy = on_gateway(gateway, "policy-chat", model="policy-1")
     run = grade_all(
         run_launch(
-            spec=RunSpec(
+            spec=RunRequest(
                 name="gw-chat",
                 grader=grader,
                 policy=chat_policy,

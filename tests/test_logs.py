@@ -12,9 +12,9 @@ import pytest
 from grading.models import Run
 from grading.pipeline import client as llm
 from grading.pipeline.batches import batch_run
-from grading.pipeline.estimate import RunSpec
 from grading.pipeline.failure_log import failure_class
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from healthbench_web.log_format import JsonFormatter, TextFormatter
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on
@@ -95,7 +95,7 @@ def test_a_run_logs_its_launch_batches_end_and_each_failure_class_once(llm_serve
     source = imported_run(conversations=3, samples=2, n_criteria=3, faults={0: "500:99", 1: "malformed:99"})
     grader = endpoint_on(llm_server)
     caplog.set_level(logging.INFO)
-    run = run_launch(spec=RunSpec(name="nightly", grader=grader, concurrency=2, responses_from=source))
+    run = run_launch(spec=RunRequest(name="nightly", grader=grader, concurrency=2, responses_from=source))
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
     run.refresh_from_db()

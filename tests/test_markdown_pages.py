@@ -37,15 +37,24 @@ def _safe(page: str) -> None:
     for bad in FORBIDDEN:
         assert bad not in page, bad
     # The Markdown itself is formatted.
-    assert "<li><strong>Appropriately</strong> suggest care</li>" in page
+    assert '<li dir="auto"><strong>Appropriately</strong> suggest care</li>' in page
 
 
 def test_the_renderer_keeps_markdown_and_drops_everything_else():
     html = markdown_html(HOSTILE)
     _safe(html)
     assert "&lt;script&gt;" in html  # shown as the text it is
-    assert markdown_html("# Heading") == '<p class="md-heading"><strong>Heading</strong></p>\n'
+    assert markdown_html("# Heading") == '<p class="md-heading" dir="auto"><strong>Heading</strong></p>\n'
     assert markdown_html(None) == ""
+
+
+def test_every_block_takes_the_direction_of_its_own_text():
+    html = markdown_html("שלום?\n\n- one\n- שתיים\n\n> quote\n\n| a |\n|---|\n| ب |\n\n1. first")
+    assert html.count('dir="auto"') == 11, html
+    for block in ("<p ", "<ul ", "<li ", "<blockquote ", "<table ", "<th ", "<td ", "<ol "):
+        assert f'{block}dir="auto"' in html, block
+    # A text cannot bring its own direction: raw HTML stays text.
+    assert '<p dir="rtl">' not in markdown_html('<p dir="rtl">x</p>')
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import random
+import re
 from io import StringIO
 
 import numpy as np
@@ -301,3 +302,15 @@ def test_the_report_says_how_many_repeated_physician_labels_were_merged():
     assert document["coverage"]["labels_merged"] == 1
     # The reference counts the repeat as one more pair: 3 pairs on the first item, ours 2.
     assert document["model"]["pairwise_model_precision_pos"]["n"] == 2
+
+
+def test_the_help_names_every_part_of_the_document_and_only_files_that_exist():
+    from grading.management.commands.meta_eval import Command
+    from grading.metaeval.report import META_EVAL_SCHEMA
+    from tests.conftest import REPO
+
+    text = Command().create_parser("manage.py", "meta_eval").format_help()
+    for key in (key for key in META_EVAL_SCHEMA if "." not in key and key != "run"):
+        assert f"'{key}'" in text, key
+    for path in re.findall(r"\b(?:grading|annotation)/[\w/]+\.py", text):
+        assert (REPO / path).exists(), path

@@ -1,9 +1,10 @@
 """grading.metaeval.agreement: agreement figures against the public reference, and our additions.
 
 The golden files in fixtures/metaeval hold inputs and the output of the reference
-implementation (openai/simple-evals ``healthbench_meta_eval.py``), produced outside this
-repository. Physician ids there are stored as indices into ``physician_ids`` to keep the
-files small. For the real HealthBench samples only the grader labels we drew and the
+implementation (openai/simple-evals ``healthbench_meta_eval.py``), computed by
+scripts/golden_files.py with the reference's own code (tests/test_golden_files.py checks them).
+Physician ids there are stored as indices into ``physician_ids`` to keep the files small. For
+the real HealthBench samples only the grader labels drawn from ``grader_seed`` and the
 reference's output are stored; the labels are read from the shared sample folder.
 """
 

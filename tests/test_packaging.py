@@ -52,6 +52,13 @@ def test_the_package_installs_and_healthbench_runs_the_commands(tmp_path, editab
     env.pop("VAR_DIR", None)
     env.pop("DATABASE_URL", None)
     assert "import FILE [--subset NAME]" in run(healthbench, "--help", cwd=elsewhere, env=env).stdout
+    # The package says what it is: a summary, the README as its description, where it comes from.
+    show = "from importlib.metadata import metadata as m; d = m('healthbench-studio'); print(d['Summary']); "
+    show += "print(d['Description-Content-Type']); print(*d.get_all('Project-URL'), sep='\\n')"
+    metadata = run(bin_dir / "python", "-c", show, cwd=elsewhere, env=env).stdout
+    assert metadata.startswith("Physicians write HealthBench rubrics")
+    assert "text/markdown" in metadata
+    assert "HealthBench paper, https://arxiv.org/abs/2505.08775" in metadata
     refused = subprocess.run(
         [healthbench, "endpoint", "list"], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=120
     )
@@ -73,3 +80,8 @@ def test_the_package_installs_and_healthbench_runs_the_commands(tmp_path, editab
         # An installed copy keeps its database in the user's data directory.
         assert code != source
         assert (tmp_path / "data" / "healthbench-studio" / "healthbench.sqlite3").exists()
+
+
+def test_what_a_build_leaves_behind_is_ignored_by_git():
+    for leftover in ("build/lib/annotation/__init__.py", "dist/healthbench_studio-0.1.0.tar.gz"):
+        assert subprocess.run(["git", "check-ignore", "-q", leftover], cwd=REPO, check=False).returncode == 0, leftover

@@ -3,6 +3,7 @@
 split files, failed and expired lines retried in a new batch or live, a cancel, a lost
 create answer, a batch that fails validation, and the batch prices."""
 
+import json
 import time
 from decimal import Decimal
 
@@ -10,10 +11,11 @@ import pytest
 
 from grading.models import Endpoint, Grade, ProviderBatch, Run, RunBatch
 from grading.pipeline.batches import Outcome, batch_run
-from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan
+from grading.pipeline.estimate import RunSpecError, plan_estimate, run_plan
 from grading.pipeline.progress import run_progress
 from grading.pipeline.provider_batches import provider_batches_cancel
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.pipeline.runs import run_cancel, run_resume
 from grading.reports.report import run_report
 from tests.endpoints import endpoint_on
@@ -47,7 +49,7 @@ def same_scores(run: Run, source: Run) -> bool:
 
 
 def launch(server, source: Run, name: str = "batched", **fields) -> Run:
-    return run_launch(spec=RunSpec(name=name, grader=grader(server, **fields), responses_from=source, batch=True))
+    return run_launch(spec=RunRequest(name=name, grader=grader(server, **fields), responses_from=source, batch=True))
 
 
 def step_all(run: Run) -> set[Outcome]:
@@ -200,8 +202,8 @@ def test_a_batched_run_on_the_responses_api_grades_through_it(server):
 def test_the_estimate_and_the_cost_take_the_batch_discount(server):
     source = imported_run(conversations=2, samples=2, n_criteria=4)
     endpoint = grader(server)
-    live = plan_estimate(spec := RunSpec(name="x", grader=endpoint, responses_from=source), run_plan(spec))
-    spec = RunSpec(name="y", grader=endpoint, responses_from=source, batch=True)
+    live = plan_estimate(spec := RunRequest(name="x", grader=endpoint, responses_from=source), run_plan(spec))
+    spec = RunRequest(name="y", grader=endpoint, responses_from=source, batch=True)
     batched = plan_estimate(spec, run_plan(spec))
     assert live.grader_cost
     assert batched.grader_cost == (live.grader_cost / 2).quantize(Decimal("0.000001"))
@@ -223,7 +225,7 @@ def test_a_batched_run_needs_an_endpoint_with_a_batch_api(server):
     source = imported_run(conversations=1, samples=1, n_criteria=2)
     endpoint = endpoint_on(server, "no-batches")
     with pytest.raises(RunSpecError, match="offers no Batch API"):
-        run_launch(spec=RunSpec(name="b", grader=endpoint, responses_from=source, batch=True))
+        run_launch(spec=RunRequest(name="b", grader=endpoint, responses_from=source, batch=True))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -310,7 +312,7 @@ def test_the_sweep_sends_again_a_waiting_batch_whose_poll_message_was_lost(serve
 def per_response(server, source, name: str = "per-response-batched", **fields) -> Run:
     from grading.models import GradingMode
 
-    spec = RunSpec(
+    spec = RunRequest(
         name=name,
         grader=grader(server, **fields),
         responses_from=source,
@@ -417,3 +419,49 @@ def test_a_cancel_queues_the_providers_cancel_when_it_commits(server, eager_task
     assert row.cancel_sent is not None
     assert server.batches.cancels == 1
     assert server.batches.batches[row.batch_id].status in ("cancelling", "cancelled")
+
+
+# Lines as no Batch API sends them; each fails its own item, never the task.
+MALFORMED = {
+    "a status_code in words": lambda line: line | {"response": line["response"] | {"status_code": "abc"}},
+    "a status_code out of range": lambda line: line | {"response": line["response"] | {"status_code": 7}},
+    "an error that is a list": lambda line: line | {"response": None, "error": ["x"]},
+    "a response that is a list": lambda line: line | {"response": ["x"]},
+    "a body that is a list": lambda line: line | {"response": line["response"] | {"body": ["x"]}},
+    "an error whose fields are objects": lambda line: line | {"response": None, "error": {"code": {"a": 1}}},
+}
+
+
+def test_malformed_lines_fail_their_items_with_a_reason_never_the_task(server):
+    source = imported_run(conversations=2, samples=2, n_criteria=4)
+    server.batches.spoilers.extend(MALFORMED.values())
+    run = finish(launch(server, source))
+    assert run.status == Run.Status.DONE
+    failed = Grade.objects.filter(run=run, status=Grade.Status.FAILED)
+    assert failed.count() == len(MALFORMED)
+    reasons = sorted(failed.values_list("error", flat=True))
+    assert sum("is malformed" in reason for reason in reasons) == len(MALFORMED) - 1, reasons
+    assert sum("not a completion" in reason for reason in reasons) == 1, reasons
+    assert any('its status_code is "abc", not an HTTP status' in reason for reason in reasons)
+    assert any("its error is a list, not an object" in reason for reason in reasons)
+    # No task failed on them: every batch ended on its first claim.
+    assert set(run.batches.values_list("failures", flat=True)) == {0}
+    assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == 16 - len(MALFORMED)
+
+
+def test_each_line_is_the_exact_body_of_the_live_call(server):
+    # The README says so: a batched run asks the provider what a live run would.
+    source = imported_run(conversations=2, samples=1, n_criteria=3)
+    live = finish(
+        run_launch(spec=RunRequest(name="live", grader=grader(server), responses_from=source, use_cache=False))
+    )
+    assert live.status == Run.Status.DONE, live.error
+    sent = sorted(json.dumps(body, sort_keys=True) for path, body in server.requests)
+    assert len(sent) == 6
+    spec = RunRequest(name="batched", grader=grader(server), responses_from=source, batch=True, use_cache=False)
+    batched = finish(run_launch(spec=spec))
+    assert batched.status == Run.Status.DONE, batched.error
+    uploads = [f for f in server.batches.files.values() if f.purpose == "batch"]
+    lines = [json.loads(line) for f in uploads for line in f.data.decode().splitlines()]
+    assert {line["url"] for line in lines} == {"/v1/chat/completions"}
+    assert sorted(json.dumps(line["body"], sort_keys=True) for line in lines) == sent

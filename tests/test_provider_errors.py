@@ -5,7 +5,7 @@ server (tests/test_litellm_gateway.py runs the real one)."""
 import pytest
 
 from grading.pipeline.provider_errors import Action, read_error
-from grading.pipeline.replies import EmptyAnswer, NotACompletion, parse_reply
+from grading.pipeline.replies import EmptyAnswer, ErrorReply, NotACompletion, parse_reply
 
 LITELLM_TAIL = ". Received Model Group=grader\nAvailable Model Group Fallbacks=None"
 
@@ -118,3 +118,106 @@ def test_cache_writes_are_read_under_either_name():
 def test_a_reply_without_an_answer_is_no_completion(raw, style, problem):
     with pytest.raises(problem):
         parse_reply(raw, api_style=style, attempts=1)
+
+
+# --- every provider's dialect --------------------------------------------------------------------
+# One sample of each, in the shape its provider documents it; `body` is what the openai client
+# hands over (the "error" object when there is one, else the whole JSON body).
+
+GEMINI_STORE = [
+    {
+        "error": {
+            "code": 400,
+            "message": 'Invalid JSON payload received. Unknown name "store": Cannot find field.',
+            "status": "INVALID_ARGUMENT",
+            "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [{}]}],
+        }
+    }
+]
+VLLM_EXTRA = {
+    "message": "[{'type': 'extra_forbidden', 'loc': ('body', 'store'), 'msg': 'Extra inputs are not permitted', "
+    "'input': True}]",
+    "type": "BadRequestError",
+    "param": None,
+    "code": 400,
+}
+AZURE_FILTER = {
+    "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.",
+    "type": None,
+    "param": "prompt",
+    "code": "content_filter",
+    "status": 400,
+    "innererror": {
+        "code": "ResponsibleAIPolicyViolation",
+        "content_filter_result": {"self_harm": {"filtered": True, "severity": "medium"}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "action", "words", "param"),
+    [
+        # Gemini: its list form; a bad key is a 400 there
+        (400, GEMINI_STORE, Action.FATAL, 'Unknown name "store"', ""),
+        (400, [{"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                          "status": "INVALID_ARGUMENT"}}], Action.FATAL, "API key not valid", ""),
+        (400, [{"error": {"code": 400, "message": "The input token count (1200000) exceeds the maximum number of "
+                          "tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}], Action.FAIL, "input token", ""),
+        (429, [{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+                          "status": "RESOURCE_EXHAUSTED"}}], Action.RETRY_UNCOUNTED, "Resource has been", ""),
+        # Anthropic: the parameter at the head of the message
+        (400, {"type": "invalid_request_error", "message": "max_tokens: 100000 > 64000, which is the maximum "
+               "allowed number of output tokens for claude-sonnet-4-5"}, Action.FATAL, "max_tokens: 100000",
+         "max_tokens"),
+        (400, {"type": "invalid_request_error", "message": "top_k: Extra inputs are not permitted"}, Action.FATAL,
+         "top_k", ""),
+        (400, {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"},
+         Action.FAIL, "prompt is too long", ""),
+        (529, {"type": "overloaded_error", "message": "Overloaded"}, Action.RETRY, "Overloaded", ""),
+        # vLLM: pydantic's problems inside the message, and FastAPI's own detail list
+        (400, VLLM_EXTRA, Action.FATAL, "Extra inputs are not permitted (store)", "store"),
+        (422, {"detail": [{"type": "extra_forbidden", "loc": ["body", "store"], "msg": "Extra inputs are not "
+               "permitted", "input": True}]}, Action.FATAL, "Extra inputs are not permitted (store)", "store"),
+        (400, {"message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.",
+               "type": "BadRequestError", "param": None, "code": 400}, Action.FAIL, "maximum context length", ""),
+        # Ollama: a bare string, or plain text
+        (404, {"message": 'model "llama9" not found, try pulling it first', "type": "api_error", "param": None,
+               "code": None}, Action.FATAL, "try pulling it first", ""),
+        (404, "404 page not found", Action.FATAL, "404 page not found", ""),
+        # Azure: a missing deployment, and its content filter (this conversation's failure only)
+        (404, {"code": "DeploymentNotFound", "message": "The API deployment for this resource does not exist."},
+         Action.FATAL, "deployment", ""),
+        (400, AZURE_FILTER, Action.FAIL, "content management policy", "prompt"),
+    ],
+)  # fmt: skip
+def test_every_providers_error_dialect_is_read_and_classified(status, body, action, words, param):
+    problem = read_error(status, body)
+    assert problem.action() is action
+    assert words in problem.message
+    assert problem.param == param
+
+
+def test_a_content_filter_and_a_long_prompt_belong_to_their_conversation():
+    filtered = read_error(400, AZURE_FILTER)
+    assert filtered.content_filter
+    assert filtered.conversation_bound
+    assert "content filter refused it" in filtered.describe("azure")
+    long = read_error(400, error("This model's maximum context length is 8192 tokens.", code="context_length_exceeded"))
+    assert long.too_long
+    assert long.conversation_bound
+    assert not read_error(400, GEMINI_STORE).conversation_bound
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "words"),
+    [
+        (b'{"error":{"code":400,"message":"temperature is not supported","metadata":{"provider_name":"X"}}}', 400,
+         "temperature is not supported"),
+        (b'{"error":{"message":"Upstream timed out"}}', 502, "Upstream timed out"),
+    ],
+)  # fmt: skip
+def test_an_error_sent_with_http_200_is_read_as_the_error_it_names(raw, status, words):
+    with pytest.raises(ErrorReply) as caught:
+        parse_reply(raw, api_style="chat", attempts=1)
+    assert caught.value.status == status
+    assert words in read_error(caught.value.status, caught.value.body).message

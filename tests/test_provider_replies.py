@@ -18,15 +18,16 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import Physician
-from grading.models import Endpoint, Grade, Response, Run, SampleFailure
+from grading.models import Endpoint, Grade, Response, Run, RunBatch, SampleFailure
 from grading.pipeline import client as llm
 from grading.pipeline.batches import batch_run
 from grading.pipeline.client import FailureWatch, RetryPolicy, ask_grader, chat
 from grading.pipeline.endpoint import CallTarget
-from grading.pipeline.estimate import RunSpec
 from grading.pipeline.progress import run_progress
+from grading.pipeline.provider_errors import UNGRADABLE
 from grading.pipeline.rate_limit import LocalRateLimiter
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.reports.report import run_report
 from healthbench_web.celery import app
 from healthbench_web.log_format import JsonFormatter, TextFormatter
@@ -57,7 +58,7 @@ def grade_all(run: Run) -> Run:
 
 
 def launch(grader: Endpoint, source: Run | None = None, **changes) -> Run:
-    return run_launch(spec=RunSpec(**{"name": "run", "grader": grader, "responses_from": source, **changes}))
+    return run_launch(spec=RunRequest(**{"name": "run", "grader": grader, "responses_from": source, **changes}))
 
 
 def sampled_run(server, conversations, *, policy_fields=None, **changes) -> Run:
@@ -239,6 +240,28 @@ def test_an_exhausted_quota_ends_the_run_at_once_though_sent_as_a_429(llm_server
     assert not Grade.objects.filter(run=run).exists()  # missing, for a resume once paid
 
 
+def test_a_fatal_answer_fails_the_run_at_once_with_calls_still_in_flight(make_llm_server):
+    # The first criterion's answer is fatal; the other calls in flight take 8 s. The run fails
+    # (and its other batch is cancelled, unsent) without waiting for them.
+    server = make_llm_server(slow_seconds=8.0)
+    faults = {0: "quota:99", 1: "slow:99", 2: "slow:99", 3: "slow:99", 4: "slow:99"}
+    source = imported_run(conversations=8, samples=2, n_criteria=5, faults=faults)  # 80 grades
+    run = launch(endpoint_on(server), source, concurrency=4)
+    first, second = run.batches.order_by("number").values_list("id", flat=True)
+    started = time.monotonic()
+    batch_run(batch_id=first)
+    assert time.monotonic() - started < 4.0
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "You exceeded your current quota" in run.error
+    batch_run(batch_id=second)
+    # The second batch is never claimed, so it sends nothing. (The first round's slow calls may
+    # still be reaching the server from abandoned threads, so the count is bounded, not fixed.)
+    batch = RunBatch.objects.get(id=second)
+    assert (batch.status, batch.claims) == (RunBatch.Status.CANCELLED, 0)
+    assert server.calls <= 4  # the first round only
+
+
 @pytest.mark.parametrize(
     ("fields", "words"),
     [
@@ -258,14 +281,84 @@ def test_a_gateway_wrapped_fatal_error_ends_the_run_at_once(make_llm_server, fie
     assert server.calls <= 2
 
 
+@pytest.mark.parametrize(
+    ("dialect", "words"),
+    [
+        ("azure", "Unsupported parameter: 'max_tokens' is not supported with this model"),
+        ("gemini", 'Unknown name "max_tokens": Cannot find field.'),
+        ("anthropic", "max_tokens: Extra inputs are not permitted"),
+        ("vllm", "Extra inputs are not permitted (max_tokens)"),
+        ("openrouter", "HTTP 200 carrying a 400 error from test-grader: Unsupported parameter: 'max_tokens'"),
+    ],
+)
+def test_a_fatal_error_in_each_providers_dialect_ends_the_run_at_once(make_llm_server, dialect, words):
+    # A reasoning model sent max_tokens: every call of the run would be refused alike.
+    server = make_llm_server(dialect=dialect)
+    source = imported_run(conversations=4, samples=2, n_criteria=5)  # 40 grades
+    run = grade_all(launch(endpoint_on(server, model="gpt-5.4"), source, concurrency=2))
+    assert run.status == Run.Status.FAILED
+    assert words in run.error
+    assert server.calls <= 2  # the calls in flight when it came, none after
+    assert not Grade.objects.filter(run=run).exists()
+
+
+@pytest.mark.parametrize("dialect", ["azure", "gemini", "anthropic", "vllm", "ollama", "openrouter"])
+def test_an_unknown_model_in_each_providers_dialect_ends_the_run_at_once(make_llm_server, dialect):
+    server = make_llm_server(dialect=dialect)
+    source = imported_run(conversations=2, samples=1, n_criteria=5)
+    run = grade_all(launch(endpoint_on(server, model="missing-model"), source, concurrency=2))
+    assert run.status == Run.Status.FAILED
+    assert "404" in run.error
+    assert server.calls <= 2
+
+
+@pytest.mark.parametrize("kind", ["content_filter", "too_long"])
+def test_a_conversation_the_provider_refuses_fails_alone_and_counts_once(llm_server, settings, kind):
+    settings.GRADING_FAILURE_STREAK = 3
+    faults = dict.fromkeys(range(10), f"{kind}:99")  # every criterion of the first conversation
+    source = imported_run(conversations=4, samples=1, n_criteria=10, faults=faults, faulty_conversations=1)
+    run = grade_all(launch(endpoint_on(llm_server), source, concurrency=1))
+    assert run.status == Run.Status.DONE
+    failed = Grade.objects.filter(run=run, status=Grade.Status.FAILED)
+    assert failed.count() == 10
+    assert {g.response.conversation_id for g in failed} == {source.grades.first().response.conversation_id}
+    assert all(g.error.startswith(UNGRADABLE) for g in failed)
+    assert Grade.objects.filter(run=run, status=Grade.Status.GRADED).count() == 30
+    assert llm_server.calls == 1 + 30  # the conversation's first criterion only, the others unsent
+    assert llm_server.faults_served[kind] == 1
+    # The run's page names the conversation; a retry leaves its grades alone and says so.
+    client = Client()
+    client.force_login(person("reader", role=Physician.Role.RESEARCHER))
+    page = client.get(reverse("run_detail", args=[run.code])).content.decode()
+    assert "Conversations this grader cannot grade" in page
+    assert failed.first().response.conversation.prompt_id in page
+    retry = client.get(reverse("run_resume", args=[run.code]) + "?retry=1").content.decode()
+    assert "10 failed grades not retried: the provider refuses their conversations" in retry
+    client.post(reverse("run_retry", args=[run.code]))
+    assert Grade.objects.filter(run=run, status=Grade.Status.FAILED).count() == 10
+
+
+def test_a_content_filter_on_every_conversation_still_stops_the_run_within_the_streak(llm_server, settings):
+    settings.GRADING_FAILURE_STREAK = 3
+    faults = dict.fromkeys(range(5), "content_filter:99")
+    source = imported_run(conversations=6, samples=1, n_criteria=5, faults=faults)
+    run = grade_all(launch(endpoint_on(llm_server), source, concurrency=1))
+    assert run.status == Run.Status.FAILED
+    assert "3 calls in a row failed: cannot be graded on this endpoint: HTTP 400" in run.error
+    assert "content filter refused it" in run.error
+    assert llm_server.calls == 3  # one per conversation
+
+
 def test_identical_failures_that_are_not_retried_stop_the_run_within_the_streak(llm_server, settings):
     settings.GRADING_FAILURE_STREAK = 5
     faults = dict.fromkeys(range(5), "too_long:99")
     source = imported_run(conversations=4, samples=2, n_criteria=5, faults=faults)  # 40 grades, each a 400
     run = grade_all(launch(endpoint_on(llm_server), source, concurrency=1))
     assert run.status == Run.Status.FAILED
-    assert "5 calls in a row failed: HTTP 400 from test-grader: This model's maximum context length" in run.error
-    assert llm_server.calls == 5
+    assert "5 calls in a row failed: cannot be graded on this endpoint: HTTP 400 from test-grader: This model's" in (
+        run.error
+    )
+    assert llm_server.calls == 5  # one per response: a response's other criteria were not sent
 
 
 def test_a_policy_rate_limited_for_good_stops_within_the_streak(llm_server, settings):

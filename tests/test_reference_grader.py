@@ -4,9 +4,7 @@ report, its CSV and its results file; the published template's hash is the refer
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -14,17 +12,18 @@ from django.urls import reverse
 
 from annotation.models import Physician
 from grading.endpoints.presets import PRESETS_BY_SHORT
-from grading.models import Endpoint, Run
+from grading.models import Endpoint, Grade, Run
 from grading.pipeline.batches import batch_run
-from grading.pipeline.estimate import RunSpec
 from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.pipeline.simple_evals_template import read_grader_template
 from grading.reference_grader import PUBLISHED_TEMPLATE_SHA256, grader_verdict
 from grading.reports.report import report_csv, run_report
 from grading.reports.run_export import run_export
 from tests.grading_data import imported_run
 from tests.people import person
+from tests.simple_evals import simple_evals_dir
 
 pytest_plugins = ["tests.llm_server"]
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_retries")]
@@ -72,7 +71,7 @@ def preset_endpoint(server, short: str, **changes) -> Endpoint:
 def graded_run(server, short: str, name: str = "regraded", **changes) -> Run:
     source = imported_run(name=f"source-{name}", conversations=1, samples=1, n_criteria=2)
     grader = preset_endpoint(server, short, name=f"grader-{name}", **changes)
-    run = run_launch(spec=RunSpec(name=name, grader=grader, responses_from=source))
+    run = run_launch(spec=RunRequest(name=name, grader=grader, responses_from=source))
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
     run.refresh_from_db()
@@ -81,7 +80,9 @@ def graded_run(server, short: str, name: str = "regraded", **changes) -> Run:
 
 @pytest.mark.parametrize("short", ["original", "professional"])
 def test_each_preset_sends_exactly_the_reference_request(llm_server, short):
-    run = graded_run(llm_server, short)
+    # The test server wraps some answers in sentences, which the presets' reading (the
+    # reference's) asks again about: read leniently here, where the request is what is checked.
+    run = graded_run(llm_server, short, lenient_answers=True)
     assert run.status == Run.Status.DONE, run.error
     calls = list(llm_server.requests)
     assert len(calls) == 2  # one per criterion, as the reference calls
@@ -141,13 +142,6 @@ def test_our_prompt_is_a_custom_grader_prompt_and_the_published_hash_is_recognis
     assert same.prompt_label == "reference grader prompt"
 
 
-def simple_evals_dir() -> Path:
-    given = os.environ.get("SIMPLE_EVALS_DIR")
-    if not given:
-        pytest.skip("SIMPLE_EVALS_DIR is not set: no simple-evals checkout to test against")
-    return Path(given)
-
-
 def test_the_published_hash_is_that_of_the_checkouts_template():
     text, path = read_grader_template(simple_evals_dir())
     assert path.name == "healthbench_eval.py"
@@ -165,3 +159,30 @@ def test_the_report_page_and_run_page_say_how_the_grader_compares(llm_server):
     assert "differs from the reference grader" in page
     document = json.loads(researcher.get(reverse("report_json", args=[run.code])).content)
     assert document["grader"]["nearest_reference"] == "original"
+
+
+def test_the_presets_read_the_answer_as_the_reference_reads_it(llm_server):
+    # The test server answers some prompts with text around the JSON: the reference asks again
+    # (for ever); a preset asks again too, until its attempts run out, and says so.
+    assert PRESETS_BY_SHORT["original"].initial["lenient_answers"] is False
+    source = imported_run(name="source", conversations=3, samples=1, n_criteria=3)
+    strict = preset_endpoint(llm_server, "original", name="strict")
+    run = run_launch(spec=RunRequest(name="strict", grader=strict, responses_from=source))
+    for batch_id in run.batches.values_list("id", flat=True):
+        batch_run(batch_id=batch_id)
+    failed = Grade.objects.filter(run=run, status=Grade.Status.FAILED)
+    graded = Grade.objects.filter(run=run, status=Grade.Status.GRADED)
+    assert failed.exists()
+    assert graded.exists()
+    assert all("unreadable answer" in error for error in failed.values_list("error", flat=True))
+    assert all(
+        not raw.startswith("```json") or raw.endswith("```") for raw in graded.values_list("raw_output", flat=True)
+    )
+    grader = run_report(run=run).data["grader"]
+    assert grader["answers"] == "answers read as the reference reads them (one JSON object, else asked again)"
+    endpoint = preset_endpoint(llm_server, "original", name="lenient", lenient_answers=True)
+    lenient = run_launch(spec=RunRequest(name="lenient", grader=endpoint, responses_from=source))
+    for batch_id in lenient.batches.values_list("id", flat=True):
+        batch_run(batch_id=batch_id)
+    assert not Grade.objects.filter(run=lenient, status=Grade.Status.FAILED).exists()
+    assert run_report(run=lenient).data["grader"]["answers"].startswith("answers read leniently")

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from grading.models import Run, RunBatch
 from grading.pipeline.batches import batch_run
-from grading.pipeline.estimate import RunSpec
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.pipeline.runs import REPORT_STEPS, run_cancel, run_progress_step, run_resume
 from grading.reports import report as report_module
 from grading.reports.report import report_cache_key, run_report_cached
@@ -128,7 +128,9 @@ def test_a_run_moves_its_report_version_a_bounded_number_of_times_as_its_batches
 
 def test_a_graded_run_moves_its_version_as_it_ends_and_when_resumed(llm_server, computed):
     source = imported_run(conversations=4, samples=2)
-    run = run_launch(spec=RunSpec(name="again", grader=endpoint_on(llm_server), concurrency=2, responses_from=source))
+    run = run_launch(
+        spec=RunRequest(name="again", grader=endpoint_on(llm_server), concurrency=2, responses_from=source)
+    )
     running = run_report_cached(run=run)
     assert running.data["counts"]["grades"] == 0
     for batch_id in run.batches.values_list("id", flat=True):

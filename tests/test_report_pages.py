@@ -199,13 +199,14 @@ def test_the_report_is_computed_once_until_the_run_moves_on(researcher, run, mon
 
 def test_query_counts_stay_fixed(researcher, run, django_assert_max_num_queries):
     url = reverse("report_detail", args=[run.code])
-    # Session, user, role, run, grades, responses, conversations, the page's rows, and the
-    # live rubric against the run's (its fingerprint, the run's items, the live criteria), and
-    # the finished run's report kept in the database (looked up, then written in a savepoint),
-    # and whether the run has a calibration sample.
-    with django_assert_max_num_queries(17):
+    # Session, user, role, run, grades, responses, conversations, the page's rows, the
+    # finished run's report kept in the database (looked up, then written in a savepoint),
+    # whether the run has a calibration sample, and the drift notice's baseline recorded once
+    # (grading.drift: in a savepoint, the run locked, the run's items, the conversations'
+    # rubric versions and live criteria, its rows written, the run marked, then their sums).
+    with django_assert_max_num_queries(23):
         researcher.get(url)
-    # From the cache: session, user, role, run, the rubric's fingerprint, the page's rows, and
+    # From the cache: session, user, role, run, the drift notice's sums, the page's rows, and
     # whether the run has a calibration sample.
     with django_assert_max_num_queries(7):
         researcher.get(url, {"page": 2})
@@ -214,3 +215,18 @@ def test_query_counts_stay_fixed(researcher, run, django_assert_max_num_queries)
     response = Response.objects.first()
     with django_assert_max_num_queries(6):
         researcher.get(reverse("report_transcript", args=[run.code, response.code]))
+
+
+def test_the_report_says_which_bootstrap_drew_its_stds(researcher, run):
+    # Every new run draws them as the reference does; a run recorded with the Poisson draw keeps
+    # it, and its report says so on the page, in the JSON and in the CSV.
+    assert run.bootstrap == Run.Bootstrap.MULTINOMIAL
+    page = researcher.get(reverse("report_detail", args=[run.code])).content.decode()
+    assert "drawn with replacement (the reference&#x27;s draw)" in page
+    assert "<code>multinomial</code>" in page
+    Run.objects.filter(id=run.id).update(bootstrap=Run.Bootstrap.SHARED)
+    document = json.loads(researcher.get(reverse("report_json", args=[run.code])).content)
+    assert document["bootstrap"]["method"] == "shared"
+    assert "Poisson" in document["bootstrap"]["description"]
+    table = list(csv.DictReader(io.StringIO(researcher.get(reverse("report_csv", args=[run.code])).content.decode())))
+    assert {"name": "bootstrap:method", "value": "shared", "n_samples": "", "bootstrap_std": ""} in table

@@ -5,14 +5,18 @@ command on an unmigrated database says "run migrate first"."""
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from grading.endpoints import check
 from grading.models import Endpoint, GraderConfig, Run
 from grading.pipeline.batches import batch_run
+from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, conversation_block, render, rubric_item
+from grading.pipeline.grader_templates import grader_template_save
 from tests.grading_data import imported_run
 
 pytest_plugins = ["tests.llm_server"]
@@ -39,6 +43,57 @@ def test_add_saves_a_preset_through_the_curator_forms_rules(llm_server):
     pro = Endpoint.objects.get(name="pro")
     assert (pro.api_style, pro.reasoning_effort, pro.structured_output) == ("responses", "low", True)
     assert pro.key_variable == "OPENAI_API_KEY"
+
+
+def test_add_takes_every_option_of_the_endpoints_page(llm_server):
+    run_command(
+        "endpoint", "add", "local", "--preset", "original", "--base-url", llm_server.url, "--key-variable", "",
+        "--api-style", "responses", "--model", "gpt-oss-20b", "--reasoning", "--reasoning-effort", "high",
+        "--system-message", "", "--timeout", "90", "--price-input", "0.1", "--price-cached-input", "0.05",
+        "--price-output", "0.4", "--rpm", "600", "--tpm", "90000", "--concurrency", "8",
+    )  # fmt: skip
+    local = Endpoint.objects.get(name="local")
+    assert (local.api_style, local.model, local.reasoning, local.reasoning_effort) == (
+        "responses",
+        "gpt-oss-20b",
+        True,
+        "high",
+    )
+    assert local.temperature is None  # a reasoning model gets none, though the preset has 0.5
+    assert local.system_message == ""
+    assert (local.timeout_seconds, local.requests_per_minute, local.tokens_per_minute) == (90.0, 600, 90000)
+    assert local.max_concurrency == 8
+    assert (local.price_input, local.price_cached_input, local.price_output) == (
+        Decimal("0.1"),
+        Decimal("0.05"),
+        Decimal("0.4"),
+    )
+
+
+def test_the_batch_discount_stays_only_with_a_provider_that_has_a_batch_api(llm_server):
+    run_command("endpoint", "add", "openai", "--preset", "original")
+    run_command(
+        "endpoint", "add", "azure", "--preset", "original", "--base-url", "https://x.openai.azure.com/openai/v1"
+    )
+    run_command("endpoint", "add", "ollama", "--preset", "original", "--base-url", llm_server.url)
+    run_command(
+        "endpoint", "add", "vllm", "--preset", "original", "--base-url", llm_server.url, "--batch-discount", "0.3"
+    )
+    run_command("endpoint", "add", "plain", "--preset", "original", "--no-batch")
+    discounts = dict(Endpoint.objects.values_list("name", "batch_discount"))
+    assert discounts == {
+        "openai": Decimal("0.5"),
+        "azure": Decimal("0.5"),
+        "ollama": None,
+        "vllm": Decimal("0.3"),
+        "plain": None,
+    }
+    _, warned = run_command(
+        "endpoint", "add", "vllm2", "--preset", "original", "--base-url", llm_server.url, "--batch-discount", "0.5"
+    )
+    assert "not OpenAI's or Azure OpenAI's, the providers with a Batch API" in warned
+    with pytest.raises(CommandError, match="not allowed with argument"):
+        run_command("endpoint", "add", "both", "--preset", "original", "--no-batch", "--batch-discount", "0.5")
 
 
 @pytest.mark.parametrize(
@@ -87,8 +142,71 @@ def test_check_makes_one_real_call_and_says_what_works(make_llm_server, monkeypa
     assert "key: accepted (OPENAI_API_KEY)" in said
     assert "model: gpt-4.1-2025-04-14 answered" in said
     assert "request shape: accepted (/chat/completions; max_tokens, temperature)" in said
+    assert "verdict: not met, read as a run reads it" in said
     assert said.rstrip().endswith("grader works.")
     assert server.calls == 1
+    said, _ = run_command("endpoint", "check", "grader", "--grading-mode", "per-response")
+    assert "verdict: not met, read as a run reads it" in said
+    assert server.calls == 2
+
+
+def test_check_sends_the_prompt_a_run_would_send(llm_server):
+    # The built-in grader prompt, or a stored template, filled as a run fills it: the check
+    # proves the endpoint answers the question a run will ask, not one of its own.
+    add_on(llm_server, "grader", key_variable="")
+    run_command("endpoint", "check", "grader")
+    conversation = conversation_block(check.MESSAGES, check.RESPONSE)
+    item = rubric_item(check.CRITERION, check.POINTS)
+    path, body = llm_server.requests[-1]
+    assert body["messages"][-1]["content"] == render(DEFAULT_TEMPLATE, conversation=conversation, item=item)
+    text = "Judge this.\n<<conversation>>\n---\n<<rubric_item>>\nAnswer in JSON with criteria_met."
+    grader_template_save(name="house", text=text)
+    run_command("endpoint", "check", "grader", "--template", "house")
+    path, body = llm_server.requests[-1]
+    assert path.endswith("/chat/completions")
+    assert body["messages"][-1]["content"] == render(text, conversation=conversation, item=item)
+    with pytest.raises(CommandError, match=r"no grader template named 'nope' \(stored: house;"):
+        run_command("endpoint", "check", "grader", "--template", "nope")
+    with pytest.raises(CommandError, match="per-response grading has its own prompt"):
+        run_command("endpoint", "check", "grader", "--template", "house", "--grading-mode", "per-response")
+    assert llm_server.calls == 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "words"),
+    [
+        ("refusal", "the grader refused"),
+        ("malformed", "without a verdict a run could read"),
+        ("non_boolean", 'criteria_met is "yes", not a JSON boolean'),
+        ("verbose", "cut off at 40 output tokens before its verdict"),
+    ],
+)
+def test_check_says_works_only_for_an_answer_with_a_verdict(llm_server, fault, words):
+    grader = add_on(llm_server, "grader", key_variable="", max_output_tokens="40")
+    assert grader.max_output_tokens == 40
+    llm_server.inject(fault)
+    err = StringIO()
+    with pytest.raises(CommandError, match="does not work yet"):
+        call_command("endpoint", "check", "grader", stdout=StringIO(), stderr=err)
+    assert words in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("dialect", "words"),
+    [
+        ("gemini", "the request's shape was refused: HTTP 400 from grader: Invalid JSON payload received."),
+        ("anthropic", "the request's shape was refused: HTTP 400 from grader: max_tokens: Extra inputs"),
+        ("vllm", "the request's shape was refused: HTTP 400 from grader: Extra inputs are not permitted"),
+        ("openrouter", "the request's shape was refused: HTTP 400 from grader: Unsupported parameter"),
+    ],
+)
+def test_check_reads_every_providers_error_as_a_run_does(make_llm_server, dialect, words):
+    server = make_llm_server(dialect=dialect)
+    add_on(server, "grader", key_variable="", model="reasoning-grader")  # sends a temperature it refuses
+    err = StringIO()
+    with pytest.raises(CommandError, match="does not work yet"):
+        call_command("endpoint", "check", "grader", stdout=StringIO(), stderr=err)
+    assert words in err.getvalue()
 
 
 @pytest.mark.parametrize(

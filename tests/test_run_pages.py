@@ -11,8 +11,8 @@ from django.urls import reverse
 from annotation.models import Physician
 from grading.models import Endpoint, Run, RunBatch
 from grading.pipeline.batches import batch_run
-from grading.pipeline.estimate import RunSpec
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
 
@@ -40,7 +40,7 @@ def source() -> Run:
 @pytest.fixture
 def run(source, llm_server) -> Run:
     grader = endpoint_on(llm_server)
-    return run_launch(spec=RunSpec(name="regrade", grader=grader, responses_from=source, concurrency=2))
+    return run_launch(spec=RunRequest(name="regrade", grader=grader, responses_from=source, concurrency=2))
 
 
 def form_data(llm_server, **changes) -> dict:
@@ -296,7 +296,7 @@ def test_a_done_run_with_failures_shows_a_warning_and_the_cost(llm_server):
 
     faulty = make(name="faulty", conversations=1, samples=1, n_criteria=2, faults={1: "malformed:9"})
     grader = endpoint_on(llm_server, "priced", price_input=Decimal(2), price_output=Decimal(8))
-    run = run_launch(spec=RunSpec(name="warned", grader=grader, responses_from=faulty))
+    run = run_launch(spec=RunRequest(name="warned", grader=grader, responses_from=faulty))
     for batch_id in run.batches.values_list("id", flat=True):
         batch_run(batch_id=batch_id)
     page = client_for(Physician.Role.RESEARCHER).get(reverse("run_detail", args=[run.code])).content.decode()

@@ -27,8 +27,8 @@ from grading.management.commands.load_demo import DEFAULT_PASSWORD
 from grading.metaeval.report import run_meta_eval_report
 from grading.models import Endpoint, Grade, Run
 from grading.pipeline.batches import batch_run
-from grading.pipeline.estimate import RunSpec
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest
 from grading.reports.hard_subset import paired_conversation_mean_scores
 from grading.reports.report import run_report
 from tests import healthbench_rows as rows
@@ -90,17 +90,17 @@ def finished(llm_server, tmp_path):
     grader = endpoint_on(llm_server)
     call_command("load_demo", password=DEFAULT_PASSWORD, stdout=StringIO())
     imported = _imported(tmp_path)
-    regrade = run_launch(spec=RunSpec(name="regraded", grader=grader, concurrency=4, responses_from=imported))
+    regrade = run_launch(spec=RunRequest(name="regraded", grader=grader, concurrency=4, responses_from=imported))
     _grade_all(regrade)
     live = subset_of("live", [conversation_with_rubric(i, n_criteria=4) for i in range(3)])
     sampled = run_launch(
-        spec=RunSpec(name="sampled-live", grader=grader, subset=live, policy=_policy(llm_server), samples=2)
+        spec=RunRequest(name="sampled-live", grader=grader, subset=live, policy=_policy(llm_server), samples=2)
     )
     _grade_all(sampled)
     frozen = subset_of("frozen", [conversation_with_rubric(i, n_criteria=3) for i in range(3, 5)])
     subset_version_freeze(subset=frozen)
     on_version = run_launch(
-        spec=RunSpec(name="sampled-frozen", grader=grader, subset=frozen, policy=_policy(llm_server), samples=1)
+        spec=RunRequest(name="sampled-frozen", grader=grader, subset=frozen, policy=_policy(llm_server), samples=1)
     )
     _grade_all(on_version)
     runs = {run.name: run for run in Run.objects.all()}

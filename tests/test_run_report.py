@@ -1,8 +1,9 @@
 """run_report: from the database to the reference's numbers, end to end.
 
 The golden fixtures in ``fixtures/scoring/`` (rubrics, grades, and what openai/simple-evals
-computed from them) are turned into a HealthBench dataset file and a simple-evals results
-file, imported with import_healthbench and import_run, and reported with run_report.
+computed from them, recomputed by scripts/golden_files.py) are turned into a HealthBench
+dataset file and a simple-evals results file, imported with import_healthbench and import_run,
+and reported with run_report.
 """
 
 import csv
@@ -353,6 +354,9 @@ def test_csv_has_one_row_per_metric_with_score_first(db, tmp_path):
     call_command("run_report", "mixed", "--format", "csv", stdout=out)
     table = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert out.getvalue().startswith("name,value,n_samples,bootstrap_std\n")
+    # After the metrics, how their stds were drawn (an imported run has no grader rows).
+    assert table[-1] == {"name": "bootstrap:method", "value": "multinomial", "n_samples": "", "bootstrap_std": ""}
+    table.pop()
     names = [row["name"] for row in table]
     assert names[0] == "score"
     assert names[1:] == sorted(names[1:])
@@ -388,7 +392,7 @@ def test_an_unknown_run_is_an_error(db):
 
 def test_a_run_recorded_before_the_shared_bootstrap_keeps_its_numbers(db, tmp_path):
     run = import_fixture("mixed", tmp_path)
-    assert run.bootstrap == Run.Bootstrap.SHARED  # every new run
+    assert run.bootstrap == Run.Bootstrap.MULTINOMIAL  # every new run
     # The migration gives the runs already recorded the per-metric draw they were reported with.
     assert Run._meta.get_field("bootstrap").db_default == Run.Bootstrap.PER_METRIC
     shared = run_report(run=run).data
@@ -402,3 +406,16 @@ def test_a_run_recorded_before_the_shared_bootstrap_keeps_its_numbers(db, tmp_pa
         k: v for k, v in old["metrics"].items() if not k.endswith(":bootstrap_std")
     }
     assert shared["metrics"]["overall_score:bootstrap_std"] != old["metrics"]["overall_score:bootstrap_std"]
+
+
+def test_a_run_recorded_with_the_poisson_bootstrap_keeps_its_numbers(db, tmp_path):
+    run = import_fixture("mixed", tmp_path)
+    Run.objects.filter(id=run.id).update(bootstrap=Run.Bootstrap.SHARED)
+    run.refresh_from_db()
+    report = run_report(run=run).data
+    per_response = load("mixed")["reference_response_metrics"]
+    names = sorted({name for metrics in per_response for name in metrics})
+    columns = {name: np.array([m.get(name, np.nan) for m in per_response]) for name in names}
+    expected = scoring.aggregate_columns(columns, seed=0, method=scoring.SHARED)
+    assert {k: report["metrics"][k] for k in expected} == pytest.approx(expected, abs=1e-12)
+    assert report["bootstrap"]["method"] == "shared"

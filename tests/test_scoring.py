@@ -1,8 +1,10 @@
 """Scoring: hand-checked cases and the public reference's own numbers. No database.
 
 The fixtures in ``fixtures/scoring/`` hold generated rubrics and grades together with what
-openai/simple-evals computed from them (per-response metrics, run metrics, bootstrap stds);
-they were produced outside this repository by running the reference code.
+openai/simple-evals computed from them (per-response metrics, run metrics, bootstrap stds, the
+last drawn after seeding numpy with the file's ``reference_seed``). scripts/golden_files.py
+recomputes them with the reference's own functions (``--write`` regenerates the files), and
+tests/test_golden_files.py checks that the files are what the reference computes.
 """
 
 import itertools
@@ -518,3 +520,11 @@ def test_the_per_metric_bootstrap_is_the_one_runs_had():
 def test_an_unknown_bootstrap_method_is_refused():
     with pytest.raises(ValueError, match="unknown bootstrap method"):
         scoring.aggregate_columns({scoring.OVERALL: np.array([0.5])}, method="other")
+
+
+def test_the_multinomial_draw_does_not_depend_on_the_order_the_metrics_come_in():
+    # Two runs with the same grades list their tags in the order they met them; their stds agree.
+    columns = realistic_columns()
+    forward = scoring.aggregate_columns(columns, seed=0, method=scoring.MULTINOMIAL)
+    backward = scoring.aggregate_columns(dict(reversed(list(columns.items()))), seed=0, method=scoring.MULTINOMIAL)
+    assert forward == backward

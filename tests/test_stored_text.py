@@ -169,7 +169,8 @@ def test_the_api_refuses_a_lone_surrogate_in_a_json_body():
         "/api/subsets/", data='{"name": "odd", "description": "x\\ud800"}', content_type="application/json"
     )
     assert response.status_code == 400
-    assert "field description: holds a lone surrogate (\\ud800)" in response.content.decode()
+    assert response["Content-Type"] == "application/json"
+    assert "field description: holds a lone surrogate (\\ud800)" in response.json()["detail"]
 
 
 def test_the_api_renderer_replaces_a_lone_surrogate_it_is_handed():

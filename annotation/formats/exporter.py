@@ -3,16 +3,24 @@
 from collections.abc import Iterator
 
 from annotation.formats.healthbench import IdealData, RubricItem, format_row
-from annotation.models import Criterion, IdealResponse, Subset, SubsetMember
+from annotation.formats.professional import format_professional_row
+from annotation.models import Conversation, Criterion, IdealResponse, Subset, SubsetMember
 
 BATCH = 500
 
 
 def export_subset_lines(subset: Subset) -> Iterator[str]:
-    """One line per member, in the order they joined (file order for imported subsets).
+    """One line per member: see `export_subset_entries`."""
+    for line, _, _ in export_subset_entries(subset):
+        yield line
+
+
+def export_subset_entries(subset: Subset) -> Iterator[tuple[str, str, list[RubricItem]]]:
+    """(line, prompt_id, rubric) per member, in the order they joined (file order for imported subsets).
 
     The Consensus subset is written with its cluster criteria only, as the public
-    Consensus file is.
+    Consensus file is. A conversation imported from a HealthBench Professional row is written
+    back as that row (its own keys, in their order).
     """
     member_ids = list(
         SubsetMember.objects.filter(subset=subset).order_by("id").values_list("conversation_id", flat=True)
@@ -35,11 +43,28 @@ def export_subset_lines(subset: Subset) -> Iterator[str]:
         }
         for cid in ids:
             conversation = conversations[cid]
-            yield format_row(
-                prompt_id=conversation.prompt_id,
-                messages=conversation.messages,
-                example_tags=conversation.example_tags,
-                rubrics=criteria.get(cid, []),
-                ideal=ideals.get(cid),
-                canary=conversation.canary,
+            rubrics = criteria.get(cid, [])
+            yield (
+                format_conversation_row(conversation, rubrics, ideals.get(cid)),
+                conversation.prompt_id,
+                rubrics,
             )
+
+
+def format_conversation_row(conversation: Conversation, rubrics: list[RubricItem], ideal: IdealData | None) -> str:
+    """A stored conversation as the line it came from: a HealthBench or a HealthBench Professional row."""
+    if conversation.professional is not None:
+        return format_professional_row(
+            messages=conversation.messages,
+            rubrics=rubrics,
+            canary=conversation.canary,
+            professional=conversation.professional,
+        )
+    return format_row(
+        prompt_id=conversation.prompt_id,
+        messages=conversation.messages,
+        example_tags=conversation.example_tags,
+        rubrics=rubrics,
+        ideal=ideal,
+        canary=conversation.canary,
+    )

@@ -122,83 +122,109 @@ class HealthBenchRow:
     ideal: IdealData | None
     canary: str | None
     theme: str = field(default="")
+    # A HealthBench Professional row's own fields and key order (annotation.formats.professional).
+    professional: dict[str, Any] | None = None
 
 
-def _fail(line: int, field_name: str, message: str) -> RowInvalid:
+def fail(line: int, field_name: str, message: str) -> RowInvalid:
     return RowInvalid(RowError(line, field_name, message))
 
 
-def _is_int(value: Any) -> bool:
+def is_whole_number(value: Any) -> bool:
     # JSON true/false arrive as bool, which is an int subclass in Python.
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _string_list(line: int, name: str, value: Any, *, unique: bool) -> list[str]:
     if not isinstance(value, list):
-        raise _fail(line, name, f"must be a list of strings, not {type(value).__name__}")
+        raise fail(line, name, f"must be a list of strings, not {type(value).__name__}")
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise _fail(line, f"{name}[{i}]", f"must be a string, not {json.dumps(item)}")
+            raise fail(line, f"{name}[{i}]", f"must be a string, not {json.dumps(item)}")
     if unique and len(set(value)) != len(value):
         duplicate = next(t for t in value if value.count(t) > 1)
-        raise _fail(line, name, f"tag {duplicate!r} appears twice")
+        raise fail(line, name, f"tag {duplicate!r} appears twice")
     return value
 
 
-def parse_messages(line: int, value: Any) -> list[dict[str, str]]:
+def parse_messages(line: int, value: Any, name: str = "prompt") -> list[dict[str, str]]:
     if not isinstance(value, list):
-        raise _fail(line, "prompt", f"must be a list of messages, not {type(value).__name__}")
+        raise fail(line, name, f"must be a list of messages, not {type(value).__name__}")
     if not value:
-        raise _fail(line, "prompt", "the conversation is empty: it needs at least one user turn")
+        raise fail(line, name, "the conversation is empty: it needs at least one user turn")
     messages = []
     for i, message in enumerate(value):
-        where = f"prompt[{i}]"
+        where = f"{name}[{i}]"
         if not isinstance(message, dict):
-            raise _fail(line, where, "must be an object with role and content")
+            raise fail(line, where, "must be an object with role and content")
         for key in ("role", "content"):
             if key not in message:
-                raise _fail(line, f"{where}.{key}", "is missing")
+                raise fail(line, f"{where}.{key}", "is missing")
         extra = sorted(set(message) - {"role", "content"})
         if extra:
-            raise _fail(line, f"{where}.{extra[0]}", "is not a field of a message (only role and content)")
+            raise fail(line, f"{where}.{extra[0]}", "is not a field of a message (only role and content)")
         if message["role"] not in ROLES:
-            raise _fail(line, f"{where}.role", f"unknown role {message['role']!r}: use one of {', '.join(ROLES)}")
+            raise fail(line, f"{where}.role", f"unknown role {message['role']!r}: use one of {', '.join(ROLES)}")
         if not isinstance(message["content"], str):
-            raise _fail(line, f"{where}.content", "must be a string")
+            raise fail(line, f"{where}.content", "must be a string")
         messages.append({"content": message["content"], "role": message["role"]})
     if messages[-1]["role"] != "user":
-        raise _fail(
+        raise fail(
             line,
-            f"prompt[{len(messages) - 1}].role",
+            f"{name}[{len(messages) - 1}].role",
             f"the conversation must end with a user turn, not {messages[-1]['role']}",
         )
     return messages
 
 
+_ITEM_KEYS = {"criterion", "points", "tags"}
+
+
+@functools.lru_cache(maxsize=4096)
+def _string_tag_info(tags: tuple[Any, ...]) -> TagInfo | None:
+    # None when a tag is not a string: the checked path then names it.
+    return _tag_info(tags) if all(type(t) is str for t in tags) else None
+
+
 def _parse_rubric_item(line: int, i: int, value: Any) -> RubricItem:
+    # A file has ~60,000 items, nearly all valid: one pass of cheap checks takes them, and
+    # anything else goes through the checks that name what is wrong.
+    if type(value) is dict and value.keys() == _ITEM_KEYS:
+        text, points, tags = value["criterion"], value["points"], value["tags"]
+        if type(text) is str and type(points) is int and type(tags) is list and points and -10 <= points <= 10:
+            try:
+                info = _string_tag_info(tuple(tags))
+            except TypeError:  # a tag that is a list or an object
+                info = None
+            if info is not None and info.problem is None and text.strip():
+                return RubricItem(criterion=text, points=points, tags=tuple(tags))
+    return _checked_rubric_item(line, i, value)
+
+
+def _checked_rubric_item(line: int, i: int, value: Any) -> RubricItem:
     where = f"rubrics[{i}]"
     if not isinstance(value, dict):
-        raise _fail(line, where, "must be an object with criterion, points and tags")
+        raise fail(line, where, "must be an object with criterion, points and tags")
     for key in ("criterion", "points", "tags"):
         if key not in value:
-            raise _fail(line, f"{where}.{key}", "is missing")
+            raise fail(line, f"{where}.{key}", "is missing")
     extra = sorted(set(value) - {"criterion", "points", "tags"})
     if extra:
-        raise _fail(line, f"{where}.{extra[0]}", "is not a field of a rubric item (only criterion, points, tags)")
+        raise fail(line, f"{where}.{extra[0]}", "is not a field of a rubric item (only criterion, points, tags)")
     text = value["criterion"]
     if not isinstance(text, str) or not text.strip():
-        raise _fail(line, f"{where}.criterion", "must be a non-empty string")
+        raise fail(line, f"{where}.criterion", "must be a non-empty string")
     points = value["points"]
-    if not _is_int(points):
-        raise _fail(line, f"{where}.points", f"must be a whole number from -10 to 10, not {json.dumps(points)}")
+    if not is_whole_number(points):
+        raise fail(line, f"{where}.points", f"must be a whole number from -10 to 10, not {json.dumps(points)}")
     if not -10 <= points <= 10:
-        raise _fail(line, f"{where}.points", f"{points} is outside -10..10")
+        raise fail(line, f"{where}.points", f"{points} is outside -10..10")
     if points == 0:
-        raise _fail(line, f"{where}.points", "0 points is not allowed: a criterion rewards or penalises")
+        raise fail(line, f"{where}.points", "0 points is not allowed: a criterion rewards or penalises")
     tags = tuple(_string_list(line, f"{where}.tags", value["tags"], unique=False))
     problem = _tag_info(tags).problem
     if problem:
-        raise _fail(line, f"{where}.tags", problem)
+        raise fail(line, f"{where}.tags", problem)
     return RubricItem(criterion=text, points=points, tags=tags)
 
 
@@ -207,20 +233,20 @@ def _parse_ideal(line: int, value: Any) -> IdealData | None:
         return None
     name = "ideal_completions_data"
     if not isinstance(value, dict):
-        raise _fail(line, name, "must be null or an object")
+        raise fail(line, name, "must be null or an object")
     for key in IDEAL_KEYS:
         if key not in value:
-            raise _fail(line, f"{name}.{key}", "is missing")
+            raise fail(line, f"{name}.{key}", "is missing")
     extra = sorted(set(value) - set(IDEAL_KEYS))
     if extra:
-        raise _fail(line, f"{name}.{extra[0]}", "is not a field of ideal_completions_data")
+        raise fail(line, f"{name}.{extra[0]}", "is not a field of ideal_completions_data")
     if not isinstance(value["ideal_completion"], str):
-        raise _fail(line, f"{name}.ideal_completion", "must be a string")
+        raise fail(line, f"{name}.ideal_completion", "must be a string")
     if not isinstance(value["ideal_completions_group"], str):
-        raise _fail(line, f"{name}.ideal_completions_group", "must be a string")
+        raise fail(line, f"{name}.ideal_completions_group", "must be a string")
     problem = too_long(value["ideal_completions_group"], MAX_IDEAL_GROUP)
     if problem:
-        raise _fail(line, f"{name}.ideal_completions_group", problem)
+        raise fail(line, f"{name}.ideal_completions_group", problem)
     refs = _string_list(
         line, f"{name}.ideal_completions_ref_completions", value["ideal_completions_ref_completions"], unique=False
     )
@@ -231,55 +257,71 @@ def load_object(
     line: int, raw: bytes | LineTooLong, keys: tuple[str, ...], required: tuple[str, ...], what: str
 ) -> dict[str, Any]:
     """Decode one JSONL line into an object with only the given keys, or raise RowInvalid."""
+    data = decode_line(line, raw)
+    check_keys(line, data, keys, required, what)
+    return data
+
+
+def decode_line(line: int, raw: bytes | LineTooLong) -> dict[str, Any]:
+    """Decode one JSONL line into an object, or raise RowInvalid."""
     if isinstance(raw, LineTooLong):
-        raise _fail(line, "", raw.message)
+        raise fail(line, "", raw.message)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _fail(line, "", f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
+        raise fail(line, "", f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
     try:
         data = decode_json(text)
     except json.JSONDecodeError as exc:
-        raise _fail(line, "", f"is not valid JSON: {exc.msg} at column {exc.colno} (truncated line?)") from None
+        raise fail(line, "", f"is not valid JSON: {exc.msg} at column {exc.colno} (truncated line?)") from None
     except JsonProblem as exc:
-        raise _fail(line, exc.field, exc.message) from None
+        raise fail(line, exc.field, exc.message) from None
     if not isinstance(data, dict):
-        raise _fail(line, "", "must be a JSON object")
+        raise fail(line, "", "must be a JSON object")
+    return data
+
+
+def check_keys(line: int, data: dict[str, Any], keys: tuple[str, ...], required: tuple[str, ...], what: str) -> None:
+    """Raise RowInvalid for a required key missing or a key that is not one of `keys`."""
     for key in required:
         if key not in data:
-            raise _fail(line, key, "is missing")
+            raise fail(line, key, "is missing")
     extra = sorted(set(data) - set(keys))
     if extra:
-        raise _fail(line, extra[0], f"is not a field of {what} (expected {', '.join(keys)})")
-    return data
+        raise fail(line, extra[0], f"is not a field of {what} (expected {', '.join(keys)})")
 
 
 def parse_line(line: int, raw: bytes | LineTooLong) -> HealthBenchRow:
     """Parse one line of a HealthBench file; raise RowInvalid naming the line and field."""
-    data = load_object(line, raw, ROW_KEYS, REQUIRED_KEYS, "a HealthBench row")
+    return parse_row(line, decode_line(line, raw))
+
+
+def parse_row(line: int, data: dict[str, Any]) -> HealthBenchRow:
+    """A decoded HealthBench row, checked; raise RowInvalid naming the line and field."""
+    check_keys(line, data, ROW_KEYS, REQUIRED_KEYS, "a HealthBench row")
     prompt_id = data["prompt_id"]
     if not isinstance(prompt_id, str) or not prompt_id.strip():
-        raise _fail(line, "prompt_id", "must be a non-empty string")
+        raise fail(line, "prompt_id", "must be a non-empty string")
     problem = too_long(prompt_id, MAX_PROMPT_ID)
     if problem:
-        raise _fail(line, "prompt_id", problem)
+        raise fail(line, "prompt_id", problem)
     messages = parse_messages(line, data["prompt"])
     example_tags = _string_list(line, "example_tags", data["example_tags"], unique=True)
     themes = [t for t in example_tags if t.startswith("theme:")]
     if len(themes) > 1:
-        raise _fail(line, "example_tags", f"has {len(themes)} theme: tags; a conversation has one theme")
+        raise fail(line, "example_tags", f"has {len(themes)} theme: tags; a conversation has one theme")
     theme = themes[0][len("theme:") :] if themes else ""
     if too_long(theme, MAX_THEME):
         where = f"example_tags[{example_tags.index(themes[0])}]"
-        raise _fail(line, where, f"the theme name {too_long(theme, MAX_THEME)}")
+        raise fail(line, where, f"the theme name {too_long(theme, MAX_THEME)}")
     if not isinstance(data["rubrics"], list):
-        raise _fail(line, "rubrics", "must be a list of rubric items")
+        raise fail(line, "rubrics", "must be a list of rubric items")
     if not data["rubrics"]:
-        raise _fail(line, "rubrics", "is empty: a conversation needs at least one criterion to be graded")
+        raise fail(line, "rubrics", "is empty: a conversation needs at least one criterion to be graded")
     rubrics = [_parse_rubric_item(line, i, item) for i, item in enumerate(data["rubrics"])]
     canary = data.get("canary")
     if "canary" in data and not isinstance(canary, str):
-        raise _fail(line, "canary", "must be a string")
+        raise fail(line, "canary", "must be a string")
     return HealthBenchRow(
         line=line,
         prompt_id=prompt_id,

@@ -1,20 +1,25 @@
 """Importing HealthBench eval files into the database: one transaction, merge by prompt_id."""
 
 import functools
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 
-from annotation.formats.healthbench import HealthBenchRow, IdealData, RowError, RowInvalid, RubricItem, parse_line
+from annotation.formats.healthbench import HealthBenchRow, IdealData, RowError, RowInvalid, RubricItem
+from annotation.formats.professional import parse_any_line
 from annotation.formats.rubric_merge import merge_key, plan_rubric_merge
 from annotation.formats.validation import NO_ROWS, FileRefused, LineTooLong, numbered_lines
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Subset, SubsetMember
+from annotation.rubric_versions import rubric_changed
 from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
 
 MAX_ERRORS = 50
+# Rows parsed and stored at a time: memory holds one chunk (about 6 MB of the main file).
+CHUNK_ROWS = 500
 SUBSET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
 
 
@@ -31,11 +36,19 @@ class ImportSummary:
     consensus_criteria_created: int = 0
     conversations_completed: int = 0
     memberships_created: int = 0
+    professional_rows: int = 0
     warnings: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
+        professional = (
+            f" ({self.professional_rows} recognised as HealthBench Professional rows and stored with their "
+            f"use_case, type, difficulty, specialty and physician_response; reports score them by use_case:, "
+            f"type:, difficulty: and specialty: tags)"
+            if self.professional_rows
+            else ""
+        )
         return (
-            f"{self.rows} rows: {self.conversations_created} new conversations, "
+            f"{self.rows} rows{professional}: {self.conversations_created} new conversations, "
             f"{self.conversations_merged} already known ({self.conversations_completed} completed with "
             f"their dataset fields), "
             f"{self.criteria_created} criteria added, "
@@ -48,6 +61,31 @@ def subset_kind(name: str) -> str:
     return name if name in (Subset.Kind.ALL, Subset.Kind.CONSENSUS, Subset.Kind.HARD) else Subset.Kind.CUSTOM
 
 
+def is_consensus_file(rows: list[HealthBenchRow]) -> bool:
+    """A Consensus file, whatever its name: every row's rubric holds only ``level:cluster``
+    criteria (the main file's rows cut down to them). A Hard row is a main row unchanged, so
+    only its name tells a Hard file."""
+    return bool(rows) and all(r.rubrics and all("level:cluster" in item.tags for item in r.rubrics) for r in rows)
+
+
+def imported_subset_kind(name: str, consensus: bool, summary: ImportSummary) -> str:
+    """The kind of a subset a file creates, from its content where the content tells, and
+    what was decided, in the summary's warnings: a Consensus subset grades only the cluster
+    criteria of its conversations, so naming it wrongly would grade the whole rubric."""
+    if consensus and name != Subset.Kind.CONSENSUS:
+        summary.warnings.append(
+            f"imported as a Consensus subset: every row of the file holds only level:cluster criteria, so "
+            f"runs on {name!r} grade those criteria only"
+        )
+        return Subset.Kind.CONSENSUS
+    if not consensus and name == Subset.Kind.CONSENSUS:
+        summary.warnings.append(
+            "the file is not a Consensus file (some rows hold criteria other than level:cluster ones), yet it "
+            "was imported into the subset 'consensus': runs on it grade only the cluster criteria"
+        )
+    return subset_kind(name)
+
+
 def check_subset_name(name: str) -> None:
     if not SUBSET_NAME.match(name):
         raise ValueError(
@@ -56,34 +94,40 @@ def check_subset_name(name: str) -> None:
         )
 
 
-def parse_lines(lines: Iterable[bytes | LineTooLong]) -> list[HealthBenchRow]:
-    """Parse every line; raise ImportFailed listing the errors (up to MAX_ERRORS)."""
+class _FileState:
+    """What an import keeps from one chunk of rows to the next: a few values per row, never the rows."""
+
+    def __init__(self, subset_name: str | None):
+        self.subset_name = subset_name
+        self.summary = ImportSummary()
+        self.errors: list[RowError] = []
+        self.first_line: dict[str, int] = {}  # prompt_id -> the line it first appears on
+        self.conversation_ids: list[int] = []  # in file order, for the subset memberships
+        self.consensus = True  # every row so far holds only level:cluster criteria
+        self.lines = 0
+
+    @property
+    def full(self) -> bool:
+        return len(self.errors) >= MAX_ERRORS
+
+
+def _parse_chunk(state: _FileState, numbered: Iterable[tuple[int, bytes | LineTooLong]]) -> list[HealthBenchRow]:
     rows: list[HealthBenchRow] = []
-    errors: list[RowError] = []
-    first_line: dict[str, int] = {}
-    number = 0
-    for number, raw in numbered_lines(lines):
+    for number, raw in numbered:
+        state.lines = number
         try:
-            row = parse_line(number, raw)
+            row = parse_any_line(number, raw)
         except RowInvalid as exc:
-            errors.append(exc.error)
+            state.errors.append(exc.error)
         else:
-            if row.prompt_id in first_line:
-                errors.append(
-                    RowError(
-                        number, "prompt_id", f"{row.prompt_id!r} already appears on line {first_line[row.prompt_id]}"
-                    )
-                )
+            first = state.first_line.setdefault(row.prompt_id, number)
+            if first != number:
+                state.errors.append(RowError(number, "prompt_id", f"{row.prompt_id!r} already appears on line {first}"))
             else:
-                first_line[row.prompt_id] = number
                 rows.append(row)
-        if len(errors) >= MAX_ERRORS:
-            errors.append(RowError(number, "", f"stopped after {MAX_ERRORS} errors"))
+        if state.full:
+            state.errors.append(RowError(number, "", f"stopped after {MAX_ERRORS} errors"))
             break
-    if not number:
-        errors.append(RowError(0, "", NO_ROWS))
-    if errors:
-        raise ImportFailed(errors)
     return rows
 
 
@@ -92,13 +136,32 @@ def import_healthbench_lines(lines: Iterable[bytes | LineTooLong], *, subset_nam
 
     Every conversation joins the subset `all`, and `subset_name` when given. A prompt_id that
     is already stored is merged: its criteria are matched, never doubled or dropped.
+
+    The file is read CHUNK_ROWS rows at a time and each chunk is stored before the next is
+    parsed, so memory holds one chunk, not the file. The transaction keeps the import whole:
+    after the first bad line nothing more is stored, the rest is still checked (up to
+    MAX_ERRORS), and ImportFailed rolls back what the earlier chunks wrote.
     """
     if subset_name is not None:
         check_subset_name(subset_name)
-    rows = parse_lines(lines)
+    state = _FileState(subset_name)
+    numbered = numbered_lines(lines)
     with transaction.atomic():
-        summary = _store(rows, subset_name)
-    return summary
+        while block := list(itertools.islice(numbered, CHUNK_ROWS)):
+            rows = _parse_chunk(state, block)
+            state.consensus = state.consensus and is_consensus_file(rows)
+            state.summary.rows += len(rows)
+            state.summary.professional_rows += sum(row.professional is not None for row in rows)
+            if not state.errors:
+                _store_chunk(rows, state)
+            if state.full:
+                break
+        if not state.lines:
+            state.errors.append(RowError(0, "", NO_ROWS))
+        if state.errors:
+            raise ImportFailed(state.errors)
+        _finish(state)
+    return state.summary
 
 
 def _existing_ideal(conversation_id: int, ideals: dict[int, IdealResponse]) -> IdealData | None:
@@ -110,7 +173,7 @@ def _existing_ideal(conversation_id: int, ideals: dict[int, IdealResponse]) -> I
 
 def _is_bare(conversation: Conversation, ideal: IdealData | None) -> bool:
     """Created from a source without dataset fields (a meta-eval file): the row may fill them in."""
-    return conversation.example_tags == [] and ideal is None
+    return conversation.example_tags == [] and ideal is None and conversation.professional is None
 
 
 def _conflicts(row: HealthBenchRow, conversation: Conversation, ideal: IdealData | None) -> list[RowError]:
@@ -124,6 +187,7 @@ def _conflicts(row: HealthBenchRow, conversation: Conversation, ideal: IdealData
         ("example_tags", row.example_tags, conversation.example_tags),
         ("canary", row.canary, conversation.canary),
         ("ideal_completions_data", row.ideal, ideal),
+        ("professional fields", row.professional, conversation.professional),
     ]
     return _differences(row, checks)
 
@@ -155,7 +219,7 @@ def _catalogue(rows: list[HealthBenchRow], summary: ImportSummary) -> dict[str, 
         if cluster not in found
     ]
     ConsensusCriterion.objects.bulk_create(new)
-    summary.consensus_criteria_created = len(new)
+    summary.consensus_criteria_created += len(new)
     if new:
         found = {c.cluster: c for c in ConsensusCriterion.objects.filter(cluster__in=list(wanted))}
     return found
@@ -175,7 +239,8 @@ def _criterion_row(conversation_id: int, position: int, item, catalogue: dict, n
         item.criterion,
         item.points,
         _tags_json(item.tags),
-        item.level,
+        # A Professional criterion has no tags: a conversation's own (example-level) criterion.
+        item.level or Criterion.Level.EXAMPLE,
         item.axis,
         consensus,
         None,
@@ -185,18 +250,16 @@ def _criterion_row(conversation_id: int, position: int, item, catalogue: dict, n
     )
 
 
-def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary:
-    summary = ImportSummary(rows=len(rows))
-    catalogue = _catalogue(rows, summary)
-    prompt_ids = [r.prompt_id for r in rows]
+def _stored(rows: list[HealthBenchRow]) -> tuple[dict[str, Conversation], dict[int, list[tuple]], dict]:
+    """What is stored already for these rows: conversations by prompt_id, their criteria
+    ((id, position, key) in rubric order) and dataset ideal responses by conversation id."""
     existing: dict[str, Conversation] = {}
-    for chunk in chunks(prompt_ids):
+    for chunk in chunks([r.prompt_id for r in rows]):
         for c in Conversation.objects.filter(prompt_id__in=chunk):
             existing[c.prompt_id] = c
-    existing_ids = [c.id for c in existing.values()]
     stored_criteria: dict[int, list[tuple]] = {}
     ideals: dict[int, IdealResponse] = {}
-    for id_chunk in chunks(existing_ids):
+    for id_chunk in chunks([c.id for c in existing.values()]):
         query = Criterion.objects.filter(conversation_id__in=id_chunk).order_by("conversation_id", "position", "id")
         for cid, pk, position, text, points, tags in query.values_list(
             "conversation_id", "id", "position", "text", "points", "tags"
@@ -204,12 +267,63 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
             stored_criteria.setdefault(cid, []).append((pk, position, (text, points, tuple(tags))))
         for ideal in IdealResponse.objects.filter(conversation_id__in=id_chunk, from_dataset=True):
             ideals[ideal.conversation_id] = ideal
+    return existing, stored_criteria, ideals
 
+
+def _insert_conversations(new_rows: list[HealthBenchRow], codes: Iterator[str], now) -> list[int]:
+    return insert_rows(
+        Conversation,
+        (*Conversation.INSERT_COLUMNS, "professional"),
+        [
+            (
+                next(codes),
+                r.prompt_id,
+                db_json(r.messages),
+                db_json(r.example_tags),
+                r.theme,
+                r.canary,
+                None,
+                now,
+                None if r.professional is None else db_json(r.professional),
+            )
+            for r in new_rows
+        ],
+    )
+
+
+def _insert_ideals(ideal_rows: list[tuple[HealthBenchRow, int]], codes: Iterator[str], now) -> None:
+    insert_rows(
+        IdealResponse,
+        IdealResponse.INSERT_COLUMNS,
+        [
+            (
+                next(codes),
+                cid,
+                None,
+                r.ideal.completion,
+                _condition(r.ideal),
+                r.ideal.group,
+                db_json(list(r.ideal.ref_completions)),
+                True,
+                now,
+            )
+            for r, cid in ideal_rows
+            if r.ideal is not None
+        ],
+    )
+
+
+def _store_chunk(rows: list[HealthBenchRow], state: _FileState) -> None:
+    """Store one chunk of parsed rows; a conflict with what is stored goes to `state.errors`."""
+    summary = state.summary
+    catalogue = _catalogue(rows, summary)
+    existing, stored_criteria, ideals = _stored(rows)
     errors: list[RowError] = []
     new_rows: list[HealthBenchRow] = []
     merged_criteria: list[tuple[int, int, RubricItem]] = []  # (conversation id, position, item)
     moved: list[Criterion] = []
     refreshed: list[tuple[int, RubricItem]] = []
+    stored_of = {pk: cid for cid, items in stored_criteria.items() for pk, _, _ in items}  # criterion -> conversation
     filled: list[tuple[Conversation, HealthBenchRow]] = []
     for row in rows:
         conversation = existing.get(row.prompt_id)
@@ -242,22 +356,18 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
             elif stored[index][1] != position:
                 moved.append(Criterion(id=stored[index][0], position=position))
     if errors:
-        raise ImportFailed(errors[:MAX_ERRORS])
+        state.errors.extend(errors[: MAX_ERRORS - len(state.errors)])
+        return
 
     now = db_now()
     codes = iter(new_codes(len(new_rows) * 2 + len(filled)))
-    new_ids = insert_rows(
-        Conversation,
-        Conversation.INSERT_COLUMNS,
-        [
-            (next(codes), r.prompt_id, db_json(r.messages), db_json(r.example_tags), r.theme, r.canary, None, now)
-            for r in new_rows
-        ],
-    )
+    new_ids = _insert_conversations(new_rows, codes, now)
     criterion_rows = [_criterion_row(cid, pos, item, catalogue, now) for cid, pos, item in merged_criteria]
     for row, cid in zip(new_rows, new_ids, strict=True):
         criterion_rows.extend(_criterion_row(cid, i, item, catalogue, now) for i, item in enumerate(row.rubrics))
     insert_rows(Criterion, Criterion.INSERT_COLUMNS, criterion_rows)
+    # New conversations start at version 0; merged ones gained or refreshed criteria.
+    rubric_changed([cid for cid, _, _ in merged_criteria] + [stored_of[pk] for pk, _ in refreshed])
     Criterion.objects.bulk_update(moved, ["position"], batch_size=1000)
     Criterion.objects.bulk_update(
         [
@@ -271,37 +381,26 @@ def _store(rows: list[HealthBenchRow], subset_name: str | None) -> ImportSummary
     )
     for conversation, row in filled:
         conversation.example_tags, conversation.theme, conversation.canary = row.example_tags, row.theme, row.canary
-        conversation.messages = row.messages
-        conversation.save(update_fields=["example_tags", "theme", "canary", "messages"])
+        conversation.messages, conversation.professional = row.messages, row.professional
+        conversation.save(update_fields=["example_tags", "theme", "canary", "messages", "professional"])
     ideal_rows = [(r, existing[r.prompt_id].id) for _, r in filled] + list(zip(new_rows, new_ids, strict=True))
-    insert_rows(
-        IdealResponse,
-        IdealResponse.INSERT_COLUMNS,
-        [
-            (
-                next(codes),
-                cid,
-                None,
-                r.ideal.completion,
-                _condition(r.ideal),
-                r.ideal.group,
-                db_json(list(r.ideal.ref_completions)),
-                True,
-                now,
-            )
-            for r, cid in ideal_rows
-            if r.ideal is not None
-        ],
-    )
-    summary.conversations_created = len(new_rows)
-    summary.criteria_created = len(criterion_rows)
-    summary.conversations_completed = len(filled)
+    _insert_ideals(ideal_rows, codes, now)
+    summary.conversations_created += len(new_rows)
+    summary.criteria_created += len(criterion_rows)
+    summary.conversations_completed += len(filled)
 
     by_prompt = dict(zip((r.prompt_id for r in new_rows), new_ids, strict=True))
     conversation_ids = [existing[r.prompt_id].id if r.prompt_id in existing else by_prompt[r.prompt_id] for r in rows]
-    for name in ["all"] + ([subset_name] if subset_name and subset_name != "all" else []):
-        summary.memberships_created += _add_members(name, conversation_ids, now)
-    return summary
+    summary.memberships_created += _add_members("all", Subset.Kind.ALL, conversation_ids, now, summary)
+    state.conversation_ids.extend(conversation_ids)
+
+
+def _finish(state: _FileState) -> None:
+    """What needs the whole file: the named subset's kind (a Consensus file only shows at its end)."""
+    name, summary = state.subset_name, state.summary
+    if name and name != "all":
+        kind = imported_subset_kind(name, state.consensus, summary)
+        summary.memberships_created += _add_members(name, kind, state.conversation_ids, db_now(), summary)
 
 
 def _condition(ideal: IdealData) -> str:
@@ -310,8 +409,14 @@ def _condition(ideal: IdealData) -> str:
     return IdealResponse.Condition.NO_REFERENCE
 
 
-def _add_members(name: str, conversation_ids: list[int], now) -> int:
-    subset, _ = Subset.objects.get_or_create(name=name, defaults={"kind": subset_kind(name)})
+def _add_members(name: str, kind: str, conversation_ids: list[int], now, summary: ImportSummary) -> int:
+    subset, created = Subset.objects.get_or_create(name=name, defaults={"kind": kind})
+    if not created and subset.kind != kind and kind == Subset.Kind.CONSENSUS:
+        # Made another kind before (by a curator, or an earlier import): said, and left as it is.
+        summary.warnings.append(
+            f"the subset {name!r} already exists as a {subset.kind} subset and keeps that kind: runs on it "
+            "grade its conversations' whole rubrics"
+        )
     present: set[int] = set()
     for chunk in chunks(conversation_ids):
         present.update(

@@ -1,6 +1,7 @@
 from typing import cast
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from annotation.formats.importer import SUBSET_NAME
 from annotation.formats.validation import MAX_UPLOAD_BYTES
@@ -10,9 +11,9 @@ MB = 1024 * 1024
 
 
 class ImportForm(forms.Form):
-    file = forms.FileField(help_text="A HealthBench eval JSONL file: main, Hard or Consensus.")
+    file = forms.FileField(help_text=_("A HealthBench eval JSONL file: main, Hard or Consensus."))
     subset = forms.CharField(
-        required=False, max_length=100, help_text="Also add every conversation to this subset (optional)."
+        required=False, max_length=100, help_text=_("Also add every conversation to this subset (optional).")
     )
 
     def clean_file(self):
@@ -43,7 +44,7 @@ class SubsetCreateForm(forms.Form):
     ]
     name = forms.CharField(max_length=100)
     kind = forms.ChoiceField(
-        choices=KINDS, initial=Subset.Kind.CUSTOM, widget=forms.RadioSelect, label="Kind", required=False
+        choices=KINDS, initial=Subset.Kind.CUSTOM, widget=forms.RadioSelect, label=_("Kind"), required=False
     )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
@@ -65,7 +66,7 @@ class SubsetFilterForm(forms.Form):
         choices=[(t, t) for t in THEMES], required=False, widget=forms.CheckboxSelectMultiple
     )
     from_subsets = forms.ModelMultipleChoiceField(
-        queryset=Subset.objects.all(), to_field_name="name", required=False, label="In subsets"
+        queryset=Subset.objects.all(), to_field_name="name", required=False, label=_("In subsets")
     )
     has_cluster = forms.ChoiceField(
         choices=[("", "Either"), ("yes", "Has consensus criteria"), ("no", "Has none")], required=False
@@ -75,7 +76,7 @@ class SubsetFilterForm(forms.Form):
 
 
 class PromptIdsForm(forms.Form):
-    prompt_ids = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="One prompt_id per line.")
+    prompt_ids = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text=_("One prompt_id per line."))
     action = forms.ChoiceField(choices=[("add", "Add"), ("remove", "Remove")])
 
     def clean_prompt_ids(self) -> list[str]:
@@ -93,9 +94,11 @@ class PromptIdsForm(forms.Form):
 
 class HardBuildForm(forms.Form):
     runs: forms.ModelMultipleChoiceField = forms.ModelMultipleChoiceField(
-        queryset=None, to_field_name="name", help_text="The runs whose scores decide which conversations are hard."
+        queryset=None,
+        to_field_name="name",
+        help_text=_("The runs whose scores decide which conversations are hard."),
     )
-    n = forms.IntegerField(min_value=1, initial=1000, label="How many conversations")
+    n = forms.IntegerField(min_value=1, initial=1000, label=_("How many conversations"))
 
     def __init__(self, *args, **kwargs):
         # Imported here: the seam reaches into grading, whose models import annotation's.

@@ -3,6 +3,8 @@
 from typing import cast
 
 from django import forms
+from django.contrib.auth.models import User
+from django.utils.translation import gettext_lazy as _
 
 from annotation.formats.healthbench import RowInvalid, parse_messages
 from annotation.models import THEMES, Assignment, Axis, CantJudge, IdealResponse, Physician
@@ -99,7 +101,7 @@ class AssignForm(forms.Form):
     subset = forms.ChoiceField(choices=[("", "Any subset")], required=False)
     status = forms.ChoiceField(choices=ConversationStatus.choices, required=False)
     limit = forms.IntegerField(
-        min_value=1, max_value=MAX_CONVERSATIONS, initial=50, label="At most this many conversations"
+        min_value=1, max_value=MAX_CONVERSATIONS, initial=50, label=_("At most this many conversations")
     )
     specialty = forms.ChoiceField(choices=[("", "Any specialty")], required=False)
     language = forms.ChoiceField(choices=[("", "Any language")], required=False)
@@ -111,12 +113,12 @@ class AssignForm(forms.Form):
         ],
         required=False,
     )
-    per_item = forms.IntegerField(min_value=1, max_value=10, initial=2, label="Physicians per item")
+    per_item = forms.IntegerField(min_value=1, max_value=10, initial=2, label=_("Physicians per item"))
     condition = forms.ChoiceField(
         choices=IdealResponse.Condition.choices,
         required=False,
         initial=IdealResponse.Condition.NO_REFERENCE,
-        label="Ideal responses: what the physician sees",
+        label=_("Ideal responses: what the physician sees"),
     )
 
     def __init__(self, *args, subsets: list[str], specialties: list[str], languages: list[str], **kwargs):
@@ -133,11 +135,48 @@ class AssignForm(forms.Form):
         return (chosen,) if chosen else (Physician.Status.TRIAL, Physician.Status.ACTIVE)
 
 
+class ExternalLinkForm(forms.Form):
+    """Which external physician, and which account their labels follow."""
+
+    external = forms.CharField(
+        max_length=64,
+        label=_("External physician (anonymised id, or its first 8 or more characters)"),
+        error_messages={"required": "Give the external physician's anonymised id."},
+    )
+    username = forms.CharField(
+        max_length=150, label=_("Account (user name)"), error_messages={"required": "Give the account's user name."}
+    )
+
+    def clean_external(self) -> Physician:
+        wanted = self.cleaned_data["external"].strip().lower().removeprefix("anon:")
+        if len(wanted) < 8:
+            raise forms.ValidationError("Give at least the first 8 characters of the anonymised id.")
+        found = list(
+            Physician.objects.filter(
+                role=Physician.Role.PHYSICIAN, user__isnull=True, anonymized_id__startswith=wanted
+            ).order_by("id")[:2]
+        )
+        if not found:
+            raise forms.ValidationError(f"No external physician's anonymised id starts with {wanted}.")
+        if len(found) > 1:
+            raise forms.ValidationError(f"More than one external physician's id starts with {wanted}: give more of it.")
+        return found[0]
+
+    def clean_username(self) -> User:
+        name = self.cleaned_data["username"].strip()
+        try:
+            return User.objects.get(username=name)
+        except User.DoesNotExist:
+            raise forms.ValidationError(
+                f"No account is called {name}. Create it in the admin first, then link it here."
+            ) from None
+
+
 class DraftForm:
     """A drafted conversation: a theme and turns posted as parallel `role` / `content` lists.
 
     Not a Django form because the number of turns varies; the message rules are those of the
-    HealthBench file format (annotation/healthbench_file.py), so a drafted conversation can
+    HealthBench file format (annotation/formats/healthbench.py), so a drafted conversation can
     always be exported.
     """
 

@@ -1,7 +1,7 @@
 """The annotation app's models: the dataset (conversations, rubrics, consensus, labels,
 subsets) in dataset.py and the physician workspace (assignments, the rubric audit) in
-workspace.py, which builds on the dataset. Both are re-exported here, as Django expects of
-an app's models module.
+workspace.py, which builds on the dataset; the store of rendered Markdown in rendered.py.
+All are re-exported here, as Django expects of an app's models module.
 """
 
 from annotation.models.dataset import (
@@ -19,7 +19,8 @@ from annotation.models.dataset import (
     SubsetMember,
     SubsetVersion,
 )
-from annotation.models.workspace import Assignment, CantJudge, CriterionEdit, Draft, Guideline, GuidelineRead
+from annotation.models.rendered import RenderedMarkdown
+from annotation.models.workspace import Assignment, CantJudge, CriterionEdit, Draft, Guideline, GuidelineRead, TaskEvent
 
 __all__ = [
     "THEMES",
@@ -37,8 +38,10 @@ __all__ = [
     "IdealResponse",
     "Physician",
     "PhysicianLabel",
+    "RenderedMarkdown",
     "Subset",
     "SubsetChange",
     "SubsetMember",
     "SubsetVersion",
+    "TaskEvent",
 ]

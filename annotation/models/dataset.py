@@ -91,6 +91,11 @@ class Physician(models.Model):
         return f"anon:{(self.anonymized_id or '')[:12]}"
 
     @property
+    def is_external(self) -> bool:
+        """Known only from an imported file: no account, so no tasks; their labels still count."""
+        return self.user_id is None
+
+    @property
     def counts(self) -> bool:
         """Whether this physician's work counts (removed physicians are kept for audit only)."""
         return self.status != self.Status.REMOVED
@@ -149,8 +154,16 @@ class Conversation(models.Model):
     # None when the imported row had no canary key, so export leaves it out again.
     # Free text that must survive a round trip: no length limit (see README, file formats).
     canary = models.TextField(null=True, blank=True)  # noqa: DJ001
+    # A HealthBench Professional row's own fields (use_case, type, difficulty, specialty,
+    # physician_response, id) and the order of its keys, so export writes the row back as it
+    # came (annotation.formats.professional); None for a HealthBench row. Kept as text: key order.
+    professional = JSONTextField(null=True, blank=True)
     author = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(auto_now_add=True)
+    # Goes up whenever one of its criteria is added, edited or deleted (annotation.rubric_versions,
+    # called by every writer of criteria): a finished run's drift notice
+    # (grading.drift) compares it with the version it last counted, never the run's grades.
+    rubric_version = models.PositiveIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["id"]

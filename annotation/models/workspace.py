@@ -1,6 +1,6 @@
 """The physician workspace: tasks given to physicians, and the audit of every rubric edit.
 
-Defined here and imported at the end of annotation/models.py, so they belong to the
+Defined here and re-exported by annotation/models/__init__.py, so they belong to the
 annotation app like its other models.
 """
 
@@ -8,6 +8,7 @@ import uuid
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from annotation.fields import CleanJSONField
 from annotation.models.dataset import Conversation, Criterion, IdealResponse, Physician
@@ -134,6 +135,34 @@ class Assignment(models.Model):
     @property
     def is_open(self) -> bool:
         return self.status == self.Status.OPEN
+
+
+class TaskEvent(models.Model):
+    """A moment its physician was at work on a task, recorded by the server: the task's page
+    opened (a GET, the one write a task page makes on opening), a draft saved as they type, an
+    answer sent. A task's active time is the sum of the gaps between its events, each gap
+    longer than ``TIME_ON_TASK_IDLE_SECONDS`` cut out (grading/physicians/quality.py).
+    Append-only; deleted with the task."""
+
+    class Kind(models.TextChoices):
+        OPEN = "open"
+        DRAFT = "draft"
+        ANSWER = "answer"
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    at = models.DateTimeField(default=timezone.now)
+    # A rubric's submit: how many sign warnings the physician saw and submitted anyway.
+    sign_warnings = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            # One task's timeline, in order (the physician page reads all of a physician's).
+            models.Index(fields=["assignment", "at"], name="task_event_timeline"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of task {self.assignment_id} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class Draft(models.Model):

@@ -45,13 +45,30 @@ def conversations_to_assign(
 
 
 def physicians_to_assign(*, specialty: str = "", language: str = "", statuses: tuple[str, ...] = ()) -> list[Physician]:
-    """Physicians who can take tasks, filtered by specialty and a language they speak."""
+    """Physicians who can take tasks (they can log in), filtered by specialty and a language they speak."""
     statuses = statuses or (Physician.Status.TRIAL, Physician.Status.ACTIVE)
-    physicians = Physician.objects.filter(role=Physician.Role.PHYSICIAN, status__in=statuses).select_related("user")
+    physicians = Physician.objects.filter(
+        role=Physician.Role.PHYSICIAN, status__in=statuses, user__isnull=False
+    ).select_related("user")
     if specialty:
         physicians = physicians.filter(specialty=specialty)
     # JSON containment is not portable to SQLite; a few hundred physicians filter fast in Python.
     return [p for p in physicians.order_by("id") if not language or language in (p.languages or [])]
+
+
+def external_physicians_left_out(*, statuses: tuple[str, ...] = ()) -> int:
+    """External physicians (from an imported file, no account) the same status filter would have chosen."""
+    statuses = statuses or (Physician.Status.TRIAL, Physician.Status.ACTIVE)
+    return Physician.objects.filter(role=Physician.Role.PHYSICIAN, status__in=statuses, user__isnull=True).count()
+
+
+def external_physicians() -> QuerySet[Physician]:
+    """Physicians known only from an imported file, with how many labels each gave."""
+    return (
+        Physician.objects.filter(role=Physician.Role.PHYSICIAN, user__isnull=True)
+        .annotate(n_labels=Count("labels"))
+        .order_by("anonymized_id")
+    )
 
 
 def specialties() -> list[str]:
@@ -96,7 +113,7 @@ def progress(statuses: tuple[str, ...] = (Physician.Status.TRIAL, Physician.Stat
     """Done / assigned per physician and kind (2 queries)."""
     rows = {
         p.id: ProgressRow(p)
-        for p in Physician.objects.filter(role=Physician.Role.PHYSICIAN, status__in=statuses)
+        for p in Physician.objects.filter(role=Physician.Role.PHYSICIAN, status__in=statuses, user__isnull=False)
         .select_related("user")
         .order_by("user__username", "id")
     }

@@ -327,7 +327,10 @@ def assignments_plan(
 ) -> AssignPlan:
     """What assigning would create, and what it could not: read-only, for the preview and the commit alike."""
     working = (Physician.Status.TRIAL, Physician.Status.ACTIVE)
-    chosen = [p for p in physicians if p.role == Physician.Role.PHYSICIAN and p.status in working]
+    # External physicians (no account) cannot log in: they never receive tasks.
+    chosen = [
+        p for p in physicians if p.role == Physician.Role.PHYSICIAN and p.status in working and p.user_id is not None
+    ]
     physician_ids = [p.id for p in chosen]
     excluded: dict[int, dict[int, str]] = defaultdict(dict)
     if kind == Assignment.Kind.LABEL:
@@ -440,9 +443,9 @@ def assignments_cancel_open(*, physician: Physician) -> int:
 
 
 def least_loaded_physician(*, exclude: Sequence[int] = ()) -> Physician | None:
-    """The active physician with the fewest open tasks (ties: the earliest), or None."""
+    """The active physician with an account with the fewest open tasks (ties: the earliest), or None."""
     return (
-        Physician.objects.filter(role=Physician.Role.PHYSICIAN, status=Physician.Status.ACTIVE)
+        Physician.objects.filter(role=Physician.Role.PHYSICIAN, status=Physician.Status.ACTIVE, user__isnull=False)
         .exclude(id__in=exclude)
         .annotate(open_tasks=Count("assignments", filter=Q(assignments__status=Assignment.Status.OPEN)))
         .order_by("open_tasks", "id")

@@ -12,6 +12,7 @@ from annotation.models import (
     Criterion,
     Physician,
 )
+from annotation.rubric_versions import rubric_changed
 from annotation.services.assignments import assignment_complete
 from annotation.services.locking import conversation_lock
 from annotation.services.rubric import next_position
@@ -38,7 +39,7 @@ def consensus_sync(*, conversation_id: int, consensus_criterion: ConsensusCriter
     if agree >= settings.CONSENSUS_MIN_AGREE:
         # The unique constraint one_attachment_per_consensus_criterion backs the lock: if two
         # writers ever got here at once, get_or_create's IntegrityError path returns the winner's row.
-        Criterion.objects.get_or_create(
+        _, created = Criterion.objects.get_or_create(
             conversation_id=conversation_id,
             consensus_criterion=consensus_criterion,
             defaults={
@@ -52,10 +53,14 @@ def consensus_sync(*, conversation_id: int, consensus_criterion: ConsensusCriter
                 "origin": Criterion.Origin.VOTES,
             },
         )
+        if created:
+            rubric_changed([conversation_id])
         return True
-    Criterion.objects.filter(
+    deleted, _ = Criterion.objects.filter(
         conversation_id=conversation_id, consensus_criterion=consensus_criterion, origin=Criterion.Origin.VOTES
     ).delete()
+    if deleted:
+        rubric_changed([conversation_id])
     return Criterion.objects.filter(conversation_id=conversation_id, consensus_criterion=consensus_criterion).exists()
 
 

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Conversation, Criterion, CriterionEdit, Physician
 from annotation.rubric_checks import positive_total
+from annotation.rubric_versions import rubric_changed
 from annotation.selectors.rubric import editor_criteria
 from annotation.services.locking import conversation_lock
 
@@ -41,6 +42,7 @@ def criterion_create(
             author=physician,
             origin=Criterion.Origin.EDITOR,
         )
+        rubric_changed([conversation.id])
         CriterionEdit.objects.create(
             criterion=criterion,
             conversation=conversation,
@@ -61,6 +63,7 @@ def criterion_update(*, physician: Physician, criterion: Criterion, text: str, p
         criterion.text, criterion.points, criterion.axis = text, points, axis
         criterion.tags = criterion_tags(axis)
         criterion.save(update_fields=["text", "points", "axis", "tags", "updated"])
+        rubric_changed([criterion.conversation_id])
         CriterionEdit.objects.create(
             criterion=criterion,
             conversation_id=criterion.conversation_id,
@@ -82,6 +85,7 @@ def criterion_delete(*, physician: Physician, criterion: Criterion) -> None:
             before=criterion_snapshot(criterion),
         )
         criterion.delete()
+        rubric_changed([criterion.conversation_id])
 
 
 def rubric_submit(*, task: Assignment) -> None:

@@ -5,14 +5,13 @@ behind it, however the live subset or rubrics change afterwards.
 """
 
 import hashlib
-import json
 from collections.abc import Iterator
 
 from django.db import transaction
 from django.db.models import Max
 
-from annotation.formats.exporter import export_subset_lines
-from annotation.formats.healthbench import IdealData, RubricItem, format_row
+from annotation.formats.exporter import export_subset_entries, format_conversation_row
+from annotation.formats.healthbench import IdealData, RubricItem
 from annotation.models import Conversation, IdealResponse, Physician, Subset, SubsetVersion
 
 BATCH = 500
@@ -34,10 +33,11 @@ def subset_version_freeze(*, subset: Subset, frozen_by: Physician | None = None)
             raise SubsetEmpty(f"{subset.name} has no members: add conversations before freezing it")
         digest = hashlib.sha256()
         snapshot = []
-        for line in export_subset_lines(subset):
+        for line, prompt_id, rubrics in export_subset_entries(subset):
             digest.update(line.encode() + b"\n")
-            row = json.loads(line)
-            snapshot.append({"prompt_id": row["prompt_id"], "rubrics": row["rubrics"]})
+            # The rubric in the HealthBench file's terms, whichever shape the line has.
+            items = [{"criterion": r.criterion, "points": r.points, "tags": list(r.tags)} for r in rubrics]
+            snapshot.append({"prompt_id": prompt_id, "rubrics": items})
         content_hash = digest.hexdigest()
         latest = subset.versions.order_by("-number").first()
         if latest is not None and latest.content_hash == content_hash:
@@ -67,13 +67,10 @@ def export_version_lines(version: SubsetVersion) -> Iterator[str]:
         }
         for member in chunk:
             conversation = conversations[member["prompt_id"]]
-            yield format_row(
-                prompt_id=conversation.prompt_id,
-                messages=conversation.messages,
-                example_tags=conversation.example_tags,
-                rubrics=[RubricItem(r["criterion"], r["points"], tuple(r["tags"])) for r in member["rubrics"]],
-                ideal=ideals.get(conversation.id),
-                canary=conversation.canary,
+            yield format_conversation_row(
+                conversation,
+                [RubricItem(r["criterion"], r["points"], tuple(r["tags"])) for r in member["rubrics"]],
+                ideals.get(conversation.id),
             )
 
 

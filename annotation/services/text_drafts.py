@@ -2,22 +2,32 @@
 
 import re
 
+from django.conf import settings
 from django.db.models import Q
 
-from annotation.models import Assignment, Draft, Physician
+from annotation.models import Assignment, Criterion, Draft, Physician
 
 # The fields that keep drafts: an ideal response, a criterion being written or edited, a label comment.
 KEY = re.compile(
-    r"^(?:(?P<kind>ideal|criterion):(?P<conversation>[0-9a-f-]{36})(?::(?:new|\d{1,12}))?"
+    r"^(?:(?P<kind>ideal|criterion):(?P<conversation>[0-9a-f-]{36})(?::(?:new|(?P<criterion>\d{1,12})))?"
     r"|label-comment:(?P<task>[0-9a-f-]{36}))$"
 )
-# The longest text any of those fields takes (the ideal response's form limit).
-MAX_DRAFT = 20000
+# The longest text each field takes (its form's limit: annotation.forms.workspace).
+MAX_LENGTH = {"ideal": 20000, "criterion": 2000, "label-comment": 2000}
+MAX_DRAFT = max(MAX_LENGTH.values())
 TASK_KIND = {"ideal": Assignment.Kind.IDEAL_RESPONSE, "criterion": Assignment.Kind.RUBRIC}
 
 
+class DraftRefused(Exception):
+    """A draft the server will not keep; the message says why, to the physician."""
+
+
 def draft_key_allowed(*, physician: Physician, key: str) -> bool:
-    """Whether `key` names a field of one of the physician's own open or done tasks."""
+    """Whether `key` names a field of one of the physician's own open or done tasks.
+
+    A criterion being edited must be one the physician wrote on that conversation's rubric (the
+    only ones the editor opens), so made-up ids keep nothing.
+    """
     match = KEY.match(key)
     if not match:
         return False
@@ -25,11 +35,38 @@ def draft_key_allowed(*, physician: Physician, key: str) -> bool:
     if match["task"]:
         return tasks.filter(code=match["task"], kind=Assignment.Kind.LABEL).exists()
     kind = TASK_KIND[match["kind"]]
-    return tasks.filter(Q(kind=kind), conversation__code=match["conversation"]).exists()
+    if not tasks.filter(Q(kind=kind), conversation__code=match["conversation"]).exists():
+        return False
+    if match["criterion"]:
+        return Criterion.objects.filter(
+            id=int(match["criterion"]),
+            conversation__code=match["conversation"],
+            author=physician,
+            level=Criterion.Level.EXAMPLE,
+        ).exists()
+    return True
+
+
+def draft_max_length(key: str) -> int:
+    """The longest text the field named by `key` takes."""
+    return MAX_LENGTH[key.split(":", 1)[0]]
 
 
 def draft_save(*, physician: Physician, key: str, text: str) -> Draft:
-    draft, _ = Draft.objects.update_or_create(physician=physician, key=key, defaults={"text": text[:MAX_DRAFT]})
+    """Keep the draft of one field; refused past the field's length or the physician's number of drafts."""
+    limit = draft_max_length(key)
+    if len(text) > limit:
+        raise DraftRefused(f"This field holds at most {limit:,} characters; the draft has {len(text):,}.")
+    drafts = Draft.objects.filter(physician=physician)
+    most = settings.DRAFTS_PER_PHYSICIAN
+    # Counted before the insert without a lock: two tabs racing past the cap add one draft each
+    # at most, which the next save counts.
+    if not drafts.filter(key=key).exists() and drafts.count() >= most:
+        raise DraftRefused(
+            f"You have {most:,} unsubmitted drafts, the most the server keeps: submit or clear some "
+            "before starting another. This text stays in your browser until then."
+        )
+    draft, _ = Draft.objects.update_or_create(physician=physician, key=key, defaults={"text": text})
     return draft
 
 

@@ -13,6 +13,7 @@ from django.db import IntegrityError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.access import (
@@ -22,11 +23,12 @@ from annotation.access import (
     require_curator,
     require_staff_reader,
 )
-from annotation.forms.workspace import AssignForm, StatusForm
+from annotation.forms.workspace import AssignForm, ExternalLinkForm, StatusForm
 from annotation.models import Assignment, Physician
 from annotation.selectors import curation
 from annotation.selectors.consensus import tallies
 from annotation.services.assignments import assignments_create, assignments_plan
+from annotation.services.external import LinkPlan, external_link, external_link_plan
 from annotation.services.vetting import TRANSITIONS, physician_status_set
 from annotation.views.rendering import wants_fragment
 
@@ -86,7 +88,8 @@ def assignments(request: HtmxRequest) -> HttpResponse:
                 # Another curator gave out some of the same tasks in the same moment; the unique
                 # constraints refused the duplicates and the whole batch was rolled back.
                 messages.error(
-                    request, "Someone assigned some of these items at the same moment. Nothing changed: try again."
+                    request,
+                    gettext("Someone assigned some of these items at the same moment. Nothing changed: try again."),
                 )
             else:
                 (messages.success if summary.created else messages.warning)(request, str(summary).capitalize() + ".")
@@ -113,6 +116,7 @@ def assignments(request: HtmxRequest) -> HttpResponse:
             "conversations": len(ids),
             "matching": matching,
             "physicians": physicians,
+            "external": curation.external_physicians_left_out(statuses=form.statuses()),
             "fields": chosen,
             "plan": plan,
             "kind_label": Assignment.Kind(form.cleaned_data["kind"]).label,
@@ -128,6 +132,7 @@ def assignments(request: HtmxRequest) -> HttpResponse:
     if wants_fragment(request):
         return render(request, f"{ASSIGN_TEMPLATE}#preview", context)
     context["progress"] = curation.progress()
+    context["external"] = curation.external_physicians_left_out()
     context["withdrawn"] = curation.withdrawn_tasks()
     return render(request, ASSIGN_TEMPLATE, context)
 
@@ -142,6 +147,7 @@ def physicians(request: HtmxRequest) -> HttpResponse:
     rows = [VettingRow(p, TRANSITIONS[p.status]) for p in curation.physicians_for_vetting(status)[:500]]
     context = {
         "rows": rows,
+        "external": curation.external_physicians().count(),
         "status": status,
         "statuses": Physician.Status.choices,
         "can_write": role == Physician.Role.CURATOR,
@@ -168,7 +174,7 @@ def physician_status(request: HtmxRequest, code) -> HttpResponse:
                 )
             messages.success(request, text)
     else:
-        messages.error(request, "Choose a status.")
+        messages.error(request, gettext("Choose a status."))
     return redirect("physicians")
 
 
@@ -179,3 +185,49 @@ def consensus_tally(request: HtmxRequest, code) -> HttpResponse:
     return render(
         request, "annotation/consensus_tally.html", {"conversation": conversation, "tallies": tallies(conversation)}
     )
+
+
+# External physicians listed on the link page; the rest are counted.
+SHOWN_EXTERNAL = 50
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def physician_link(request: HtmxRequest) -> HttpResponse:
+    """Link an external physician (from an imported file) to an account: preview, then confirm."""
+    require_curator(request)
+    if request.method == "POST":
+        form = ExternalLinkForm(request.POST)
+        if form.is_valid():
+            external, user = form.cleaned_data["external"], form.cleaned_data["username"]
+            name = str(external)
+            try:
+                done = external_link(external=external, user=user)
+            except ValidationError:
+                pass  # the preview below says why, in the same words
+            else:
+                messages.success(
+                    request,
+                    f"{name} is now {user.get_username()}: {done.labels} label{'s' if done.labels != 1 else ''} kept."
+                    " They can receive tasks from now on.",
+                )
+                return redirect("physicians")
+    else:
+        form = ExternalLinkForm(request.GET or None)
+    plan: LinkPlan | None = None
+    problem = ""
+    if form.is_bound and form.is_valid():
+        try:
+            plan = external_link_plan(external=form.cleaned_data["external"], user=form.cleaned_data["username"])
+        except ValidationError as exc:
+            problem = " ".join(exc.messages)
+    externals = curation.external_physicians()
+    context = {
+        "form": form,
+        "plan": plan,
+        "problem": problem,
+        "externals": externals[:SHOWN_EXTERNAL],
+        "external_count": externals.count(),
+        "fields": [(name, form.data.get(name, "")) for name in form.fields] if form.is_bound else [],
+    }
+    return render(request, "annotation/physician_link.html", context)

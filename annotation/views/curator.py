@@ -7,6 +7,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
@@ -128,7 +129,7 @@ def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str
     if plan.destructive and confirmed != plan.fingerprint:
         if confirmed:
             messages.warning(
-                request, "The subset or the data changed since that preview. Check this one and confirm again."
+                request, gettext("The subset or the data changed since that preview. Check this one and confirm again.")
             )
         fields = [
             (key, value)
@@ -148,7 +149,9 @@ def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str
     try:
         subset_change_apply(subset=subset, plan=plan, by=physician_for(request.user))
     except SubsetChanged:
-        messages.error(request, "The subset changed while you were looking at it: nothing was applied. Try again.")
+        messages.error(
+            request, gettext("The subset changed while you were looking at it: nothing was applied. Try again.")
+        )
         return redirect("curator_subset", name=subset.name)
     text = (
         f"{plan.action}: {len(plan.added)} added, {len(plan.removed)} removed. You can undo this until the next freeze."
@@ -217,7 +220,7 @@ def curator_subset_pick(request: HttpRequest, name: str) -> HttpResponse:
 def curator_subset_rebuild_consensus(request: HttpRequest, name: str) -> HttpResponse:
     subset = get_subset_for(request, name)
     if subset.kind != Subset.Kind.CONSENSUS:
-        messages.error(request, "Only a Consensus subset is rebuilt from attached consensus criteria.")
+        messages.error(request, gettext("Only a Consensus subset is rebuilt from attached consensus criteria."))
         return redirect("curator_subset", name=name)
     ids = consensus_candidates().values_list("id", flat=True)
     plan = subset_plan_set(subset=subset, conversation_ids=ids, action="Rebuild from attached consensus criteria")
@@ -230,7 +233,7 @@ def curator_subset_build_hard(request: HttpRequest, name: str) -> HttpResponse:
     subset = get_subset_for(request, name)
     form = HardBuildForm(request.POST)
     if subset.kind != Subset.Kind.HARD:
-        messages.error(request, "Only a Hard subset is built from run scores.")
+        messages.error(request, gettext("Only a Hard subset is built from run scores."))
         return redirect("curator_subset", name=name)
     if not form.is_valid():
         messages.error(

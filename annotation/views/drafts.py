@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
@@ -32,7 +33,7 @@ def draft(request: HtmxRequest) -> HttpResponse:
         outcome = conversation_draft_create(author=author, theme=form.theme, messages=form.messages())
         task = outcome.rubric_task
         if task is not None and task.physician_id == getattr(author, "id", None):
-            messages.success(request, "Conversation saved. Now write its rubric.")
+            messages.success(request, gettext("Conversation saved. Now write its rubric."))
             url = reverse("rubric_editor", args=[outcome.conversation.code])
         else:
             who = f"to {task.physician}" if task else "to nobody yet: there is no active physician"

@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
@@ -14,7 +15,9 @@ from annotation.selectors.tasks import next_task
 from annotation.services.guidelines import guideline_for_task
 from annotation.services.ideal import ideal_response_save
 from annotation.services.text_drafts import draft_discard, ideal_key
+from annotation.services.time_on_task import task_answered, task_opened
 from annotation.views.next_task import redirect_to_next_task
+from annotation.views.rendering import prefetch_markdown
 
 
 @never_cache
@@ -29,12 +32,14 @@ def ideal_editor(request: HtmxRequest, code) -> HttpResponse:
         form = IdealResponseForm(request.POST)
         if form.is_valid():
             ideal_response_save(task=task, text=form.cleaned_data["text"])
+            task_answered(task)
             draft_discard(physician=task.physician, key=key)
             if request.POST.get("action") == "next":
                 return redirect_to_next_task(request, task, "Ideal response saved.")
-            messages.success(request, "Ideal response saved. You can keep improving it here.")
+            messages.success(request, gettext("Ideal response saved. You can keep improving it here."))
             return redirect("ideal_editor", code=task.conversation.code)
     else:
+        task_opened(task)
         saved = IdealResponse.objects.filter(
             conversation=task.conversation, author=task.physician, from_dataset=False
         ).first()
@@ -56,4 +61,5 @@ def ideal_editor(request: HtmxRequest, code) -> HttpResponse:
         "references": list(task.reference_responses.order_by("id").only("id", "text")) if with_reference else [],
         **guideline_for_task(physician=task.physician, kind=task.kind),
     }
+    prefetch_markdown(context)
     return render(request, "annotation/ideal_editor.html", context)

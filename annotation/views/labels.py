@@ -20,6 +20,7 @@ from annotation.services.cant_judge import cant_judge_label
 from annotation.services.guidelines import guideline_for_task
 from annotation.services.labels import label_record
 from annotation.services.text_drafts import draft_discard, draft_text, label_comment_key
+from annotation.services.time_on_task import task_answered, task_opened
 from annotation.views.rendering import render_page, wants_fragment
 
 TEMPLATE = "annotation/label.html"
@@ -73,7 +74,9 @@ def label_next(request: HtmxRequest) -> HttpResponse:
 def label_item(request: HtmxRequest, code) -> HttpResponse:
     task = get_label_task(request, code)
     if label_conflict(task):
-        return _withdrawn(request, task)
+        # Opening the page only says why; a POST (the page's button, or an answer sent anyway)
+        # takes the item off the physician's list. A GET writes nothing.
+        return _withdrawn(request, task, withdraw=request.method == "POST")
     if request.method == "POST":
         form = LabelForm(request.POST)
         if form.is_valid():
@@ -82,9 +85,11 @@ def label_item(request: HtmxRequest, code) -> HttpResponse:
                 cant_judge_label(task=task, reason=form.cleaned_data["reason"], note=note)
             else:
                 label_record(task=task, met=form.cleaned_data["met"] == "yes", comment=form.cleaned_data["comment"])
+            task_answered(task)
             draft_discard(physician=task.physician, key=label_comment_key(task.code))
             return _after_label(request, task)
         return _render(request, task, form)
+    task_opened(task)
     return render_page(
         request,
         TEMPLATE,
@@ -93,19 +98,23 @@ def label_item(request: HtmxRequest, code) -> HttpResponse:
     )
 
 
-def _withdrawn(request: HtmxRequest, task: Assignment) -> HttpResponse:
-    """Say why the item cannot be labeled and where to go next, instead of a bare refusal."""
-    if task.is_open:
+def _withdrawn(request: HtmxRequest, task: Assignment, *, withdraw: bool) -> HttpResponse:
+    """Say why the item cannot be labeled and where to go next, instead of a bare refusal;
+    with `withdraw`, take an open one off the physician's list for the curator to reassign."""
+    if withdraw and task.is_open:
         # Made impossible after it was given out (e.g. a task created by hand in the admin).
         label_task_withdraw(task=task, note=LABEL_CONFLICT_NOTE)
     context = {
         "task": None,
         "withdrawn": task,
-        "next_code": next_label_code(task.physician),
+        # Not this one again, while it is still open.
+        "next_code": following_label_code(task),
         "next_task": next_task(task.physician, kind=Assignment.Kind.LABEL, after=task),
     }
-    # A refusal on a whole page; a fragment swapped in after the previous item stays a 200 so htmx shows it.
-    status = 200 if wants_fragment(request) else 403
+    # A refusal on a whole page; a fragment swapped in after the previous item stays a 200 so htmx
+    # shows it, and so does the answer to the page's own button, which did what it asked.
+    asked = request.method == "POST" and request.POST.get("withdraw") == "yes"
+    status = 200 if wants_fragment(request) or asked else 403
     return render_page(request, TEMPLATE, context, fragment="label-item", status=status)
 
 
@@ -121,7 +130,8 @@ def _after_label(request: HtmxRequest, task: Assignment) -> HttpResponse:
     # Swap in the next item and put its address in the location bar, so reload and back work.
     if following:
         task = get_label_task(request, following)
-        response = _withdrawn(request, task) if label_conflict(task) else _render(request, task, None)
+        # Still the answer's POST: the next item, if impossible, is taken off the list now.
+        response = _withdrawn(request, task, withdraw=True) if label_conflict(task) else _render(request, task, None)
     else:
         context = {"task": None, "next_task": next_task(task.physician, kind=Assignment.Kind.LABEL, after=task)}
         response = render(request, f"{TEMPLATE}#label-item", context)

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -17,8 +18,9 @@ from annotation.selectors.tasks import next_task
 from annotation.services.guidelines import guideline_for_task
 from annotation.services.rubric import criterion_create, criterion_delete, criterion_update, rubric_submit
 from annotation.services.text_drafts import criterion_key, draft_discard, draft_text
+from annotation.services.time_on_task import task_answered, task_opened
 from annotation.views.next_task import redirect_to_next_task
-from annotation.views.rendering import wants_fragment
+from annotation.views.rendering import prefetch_markdown, wants_fragment
 
 TEMPLATE = "annotation/rubric_editor.html"
 
@@ -60,9 +62,11 @@ def _editor_url(task: Assignment, criterion_id: int | None = None) -> str:
 @require_GET
 def rubric_editor(request: HtmxRequest, code) -> HttpResponse:
     task = get_task(request, code, Assignment.Kind.RUBRIC)
+    task_opened(task)
     context = _context(task, **guideline_for_task(physician=task.physician, kind=task.kind))
     if task.is_done:
         context["next_task"] = next_task(task.physician, kind=task.kind, after=task)
+    prefetch_markdown(context)
     return render(request, TEMPLATE, context)
 
 
@@ -77,10 +81,14 @@ def criterion_add(request: HtmxRequest, code) -> HttpResponse:
             return render(request, f"{TEMPLATE}#add-form", {"task": task, "form": form, "draft_key": draft_key})
         return render(request, TEMPLATE, _context(task, form=form))
     criterion = criterion_create(physician=task.physician, conversation=task.conversation, **form.cleaned_data)
+    task_answered(task)
     draft_discard(physician=task.physician, key=draft_key)
     if wants_fragment(request):
-        return _fragment(request, task, "added", criterion=editor_row(criterion, task.physician), form=CriterionForm())
-    messages.success(request, "Criterion added.")
+        # The new, empty form takes the focus on its text field: the next criterion is written there.
+        return _fragment(
+            request, task, "added", criterion=editor_row(criterion, task.physician), form=CriterionForm(), refocus=True
+        )
+    messages.success(request, gettext("Criterion added."))
     return redirect(_editor_url(task, criterion.id))
 
 
@@ -97,10 +105,11 @@ def criterion_edit(request: HtmxRequest, code, criterion_id: int) -> HttpRespons
         form = CriterionForm(request.POST)
         if form.is_valid():
             criterion_update(physician=task.physician, criterion=criterion, **form.cleaned_data)
+            task_answered(task)
             draft_discard(physician=task.physician, key=criterion_key(task.conversation.code, criterion.id))
             if wants_fragment(request):
                 return _fragment(request, task, "updated", criterion=editor_row(criterion, task.physician))
-            messages.success(request, "Criterion saved.")
+            messages.success(request, gettext("Criterion saved."))
             return redirect(_editor_url(task, criterion.id))
     else:
         initial = _initial(criterion)
@@ -128,9 +137,10 @@ def criterion_row(request: HtmxRequest, code, criterion_id: int) -> HttpResponse
 def criterion_remove(request: HtmxRequest, code, criterion_id: int) -> HttpResponse:
     task, criterion = get_criterion_for_author_rw(request, code, criterion_id)
     criterion_delete(physician=task.physician, criterion=criterion)
+    task_answered(task)
     if wants_fragment(request):
         return _fragment(request, task, "removed")
-    messages.success(request, "Criterion deleted. Its text stays in the edit history.")
+    messages.success(request, gettext("Criterion deleted. Its text stays in the edit history."))
     return redirect(_editor_url(task))
 
 
@@ -149,5 +159,6 @@ def rubric_submit_view(request: HtmxRequest, code) -> HttpResponse:
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
         return redirect(_editor_url(task))
+    task_answered(task, sign_warnings=len(warned))
     done = f"Rubric for {task.conversation.prompt_id[:8]}… submitted. Thank you."
     return redirect_to_next_task(request, task, done)

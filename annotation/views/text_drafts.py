@@ -6,7 +6,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from annotation.access import HtmxRequest, require_working_physician
-from annotation.services.text_drafts import MAX_DRAFT, draft_discard, draft_key_allowed, draft_save
+from annotation.services.text_drafts import DraftRefused, draft_discard, draft_key_allowed, draft_save
+from annotation.services.time_on_task import draft_activity
 
 
 @login_required
@@ -17,11 +18,13 @@ def draft_save_view(request: HtmxRequest) -> HttpResponse:
     text = request.POST.get("text", "").replace("\x00", "")
     if not draft_key_allowed(physician=physician, key=key):
         return JsonResponse({"error": "This field keeps no draft for you."}, status=404)
-    if len(text) > MAX_DRAFT:
-        return JsonResponse({"error": f"A draft holds at most {MAX_DRAFT:,} characters."}, status=400)
     if text.strip():
-        draft = draft_save(physician=physician, key=key, text=text)
+        try:
+            draft = draft_save(physician=physician, key=key, text=text)
+        except DraftRefused as refused:
+            return JsonResponse({"error": str(refused)}, status=400)
         saved = timezone.localtime(draft.updated)
+        draft_activity(physician_id=physician.pk, key=key)
     else:
         draft_discard(physician=physician, key=key)
         saved = timezone.localtime()

@@ -15,7 +15,8 @@ from annotation.selectors.tasks import next_task
 from annotation.services.cant_judge import cant_judge_vote
 from annotation.services.consensus import vote_cast
 from annotation.services.guidelines import guideline_for_task
-from annotation.views.rendering import wants_fragment
+from annotation.services.time_on_task import task_answered, task_opened
+from annotation.views.rendering import prefetch_markdown, wants_fragment
 
 TEMPLATE = "annotation/votes.html"
 
@@ -37,11 +38,13 @@ def _context(task: Assignment, rows) -> dict:
 @require_GET
 def votes(request: HtmxRequest, code) -> HttpResponse:
     task = get_task(request, code, Assignment.Kind.CONSENSUS_VOTE)
+    task_opened(task)
     rows = ballot(physician=task.physician, conversation=task.conversation)
     context = _context(task, rows)
     context.update(guideline_for_task(physician=task.physician, kind=task.kind))
     # Focus starts on the first criterion still to answer, so the keys work at once.
     context["first_open"] = next((r.consensus_criterion.id for r in rows if not r.answered), None)
+    prefetch_markdown(context)
     return render(request, TEMPLATE, context)
 
 
@@ -74,6 +77,7 @@ def vote(request: HtmxRequest, code, consensus_code) -> HttpResponse:
             consensus_criterion=entry,
             applies=form.cleaned_data["applies"] == "yes",
         )
+    task_answered(task)
     if not wants_fragment(request):
         return redirect(f"{url}#vote-{entry.code}")
     task.refresh_from_db(fields=["status", "completed"])

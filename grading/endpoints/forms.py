@@ -6,8 +6,19 @@ import re
 
 from django import forms
 from django.conf import settings
+from django.utils.translation import gettext_lazy as _
 
-from grading.endpoint_rules import base_url_problem, key_variable_problem
+from grading.endpoint_access import (
+    AZURE,
+    HEADER_NAME,
+    AccessError,
+    azure_problem,
+    azure_url_parts,
+    azure_version_problem,
+    pairs_text,
+    parse_pairs,
+)
+from grading.endpoint_rules import base_url_problem, has_batch_api, key_variable_problem
 from grading.models import Endpoint
 
 # Model names of known reasoning models (OpenAI's o-series and GPT-5 family, gpt-oss, DeepSeek's
@@ -20,16 +31,36 @@ class EndpointForm(forms.ModelForm):
         required=False,
         assume_scheme="https",
         max_length=200,
-        label="Base URL",
-        help_text="Empty for OpenAI (https://api.openai.com/v1). Link-local and metadata addresses are refused; "
-        "loopback and private networks only where the operator allows them.",
+        label=_("Base URL"),
+        help_text=_(
+            "Empty for OpenAI (https://api.openai.com/v1). Link-local and metadata addresses are refused; "
+            "loopback and private networks only where the operator allows them."
+        ),
+    )
+
+    extra_headers_text = forms.CharField(
+        required=False,
+        label=_("Extra headers"),
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_(
+            "For a gateway, one per line: Name: value (e.g. HTTP-Referer: https://example.org). A secret "
+            "is never typed here: write env:VARIABLE, a variable on ENDPOINT_KEY_VARIABLES."
+        ),
+    )
+    extra_query_text = forms.CharField(
+        required=False,
+        label=_("Extra query parameters"),
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_("Added to every request's URL, one per line: name: value (a secret as env:VARIABLE)."),
     )
 
     class Meta:
         model = Endpoint
         fields = [
             "name",
+            "provider",
             "base_url",
+            "api_version",
             "api_style",
             "model",
             "key_variable",
@@ -39,6 +70,7 @@ class EndpointForm(forms.ModelForm):
             "max_output_tokens",
             "system_message",
             "structured_output",
+            "lenient_answers",
             "timeout_seconds",
             "price_input",
             "price_cached_input",
@@ -47,10 +79,21 @@ class EndpointForm(forms.ModelForm):
             "requests_per_minute",
             "tokens_per_minute",
             "max_concurrency",
+            "key_header",
             "notes",
         ]
-        widgets = {"notes": forms.Textarea(attrs={"rows": 2}), "system_message": forms.Textarea(attrs={"rows": 2})}
+        widgets = {
+            "notes": forms.Textarea(attrs={"rows": 2, "dir": "auto"}),
+            "system_message": forms.Textarea(attrs={"rows": 2, "dir": "auto"}),
+        }
+        labels = {"api_version": "Azure api-version", "key_header": "Key header"}
         help_texts = {
+            "provider": "Azure OpenAI: its classic deployment URLs (with an api-version) or its v1 API (without).",
+            "api_version": "Azure OpenAI's classic API only, e.g. 2024-10-21; the model is then the deployment's "
+            "name. Empty: the v1 API (base URL https://YOUR-RESOURCE.openai.azure.com/openai/v1).",
+            "key_header": "Empty: the provider's own (a bearer token; Azure's classic API: api-key). "
+            "Authorization: a bearer token (an Entra ID token on Azure). Another name: a gateway's header, "
+            "the key sent as it is.",
             "system_message": "Sent before every conversation (as a developer message on Responses); empty: none. "
             "The Original HealthBench grader preset sends the reference's.",
         }
@@ -66,10 +109,16 @@ class EndpointForm(forms.ModelForm):
         self.fields["key_variable"] = forms.ChoiceField(
             choices=choices,
             required=False,
-            label="API key variable",
-            help_text="The environment variable the workers read the key from, from the operator's allowlist "
-            "(ENDPOINT_KEY_VARIABLES). The key itself is never stored here.",
+            label=_("API key variable"),
+            help_text=_(
+                "The environment variable the workers read the key from, from the operator's allowlist "
+                "(ENDPOINT_KEY_VARIABLES). The key itself is never stored here."
+            ),
         )
+        self.fields["provider"].required = False
+        if self.instance.pk and not self.is_bound:
+            self.initial.setdefault("extra_headers_text", pairs_text(self.instance.extra_headers or {}))
+            self.initial.setdefault("extra_query_text", pairs_text(self.instance.extra_query or {}))
 
     def clean_key_variable(self) -> str:
         name = self.cleaned_data.get("key_variable") or ""
@@ -86,9 +135,61 @@ class EndpointForm(forms.ModelForm):
             raise forms.ValidationError(problem)
         return url
 
+    def clean_provider(self) -> str:
+        return self.cleaned_data.get("provider") or "openai"  # a form that does not name one
+
+    def clean_key_header(self) -> str:
+        name = (self.cleaned_data.get("key_header") or "").strip()
+        if name and not HEADER_NAME.match(name):
+            raise forms.ValidationError(f"{name!r} is not a header name (letters, digits and hyphens)")
+        return name
+
+    def _clean_access(self, data: dict) -> None:
+        """Azure OpenAI's URL and version, and a gateway's extra headers and parameters."""
+        url = data.get("base_url") or ""
+        parts = azure_url_parts(url)
+        if parts and data.get("provider") != AZURE:
+            self.add_error(
+                "base_url",
+                "This is an Azure OpenAI deployment URL: choose Azure OpenAI as the provider (its resource URL, "
+                "deployment and api-version are then read from it).",
+            )
+        elif parts:
+            resource, deployment, version = parts
+            self.errors.pop("model", None)  # the deployment names it
+            data |= {"base_url": resource, "model": deployment, "api_version": data.get("api_version") or version}
+            for name in ("base_url", "model", "api_version"):
+                setattr(self.instance, name, data[name])
+            self.warnings.append(
+                f"Read the deployment URL as Azure OpenAI's classic API: resource {resource}, deployment "
+                f"{deployment}, api-version {data['api_version'] or '(none)'}."
+            )
+        elif "?" in url:
+            self.add_error("base_url", "Give query parameters under Extra query parameters, not in the URL.")
+        if data.get("provider") == AZURE and not self.has_error("base_url"):
+            version = data.get("api_version") or ""
+            if problem := azure_version_problem(version):
+                self.add_error("api_version", problem)
+            elif problem := azure_problem(data.get("base_url") or "", version):
+                self.add_error("base_url", problem)
+        elif data.get("api_version"):
+            self.add_error("api_version", "Only Azure OpenAI's classic API takes an api-version.")
+        for field, target, header in (
+            ("extra_headers_text", "extra_headers", True),
+            ("extra_query_text", "extra_query", False),
+        ):
+            try:
+                pairs = parse_pairs(data.get(field) or "", what=str(self.fields[field].label or field), header=header)
+            except AccessError as exc:
+                self.add_error(field, str(exc))
+                continue
+            data[target] = pairs
+            setattr(self.instance, target, pairs)
+
     def clean(self) -> dict:
         data = super().clean() or {}
         self.warnings: list[str] = []
+        self._clean_access(data)
         if data.get("reasoning"):
             temperature = data.get("temperature")
             if temperature == 0 or temperature is None:
@@ -113,4 +214,10 @@ class EndpointForm(forms.ModelForm):
                     f"{model} looks like a reasoning model, but Reasoning is not ticked: runs will send it a "
                     "temperature and max_tokens, which reasoning models refuse. Tick Reasoning if it is one."
                 )
+        if data.get("batch_discount") is not None and not has_batch_api(data.get("base_url") or ""):
+            self.warnings.append(
+                "A batch discount is set, but this base URL is not OpenAI's or Azure OpenAI's, the providers "
+                "with a Batch API: batched runs will be offered and estimated at the discount and then fail. "
+                "Clear the discount unless this server has a Batch API."
+            )
         return data

@@ -36,6 +36,8 @@ def _initial(reference: ReferenceGrader, *, name: str, timeout: float) -> dict:
         "max_output_tokens": reference.max_tokens,
         "system_message": reference.system_message,
         "structured_output": reference.structured_output,
+        # The reference reads the answer strictly and asks again.
+        "lenient_answers": False,
         "timeout_seconds": timeout,
         # OpenAI's Batch API: half of every price, answers within 24 hours.
         "batch_discount": Decimal("0.5"),

@@ -38,6 +38,7 @@ from annotation.models import (
     Subset,
     SubsetMember,
 )
+from annotation.rubric_versions import rubric_changed
 from grading.metaeval.files import MAX_ERRORS, FileInvalid, MetaEvalRow, parse_meta_eval_lines
 from grading.models import Response
 from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
@@ -310,6 +311,7 @@ def _attach(
         )
         new_rows.append(row)
     attached.update(zip(new, insert_rows(Criterion, Criterion.INSERT_COLUMNS, new_rows), strict=True))
+    rubric_changed(cid for cid, _ in new)
     summary.criteria_attached = len(new)
     return attached
 

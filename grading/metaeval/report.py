@@ -20,6 +20,7 @@ from grading.metaeval.charts import COLOURS, Lane, strip_chart
 from grading.metaeval.selectors import ItemDetail, RunLabels, item_details, item_keys, labels_fingerprint, run_labels
 from grading.models import Run, StoredReport
 from grading.reports import stored
+from grading.reports.grader_marks import grader_mark
 from healthbench_web.shared_cache import once_per_version
 from healthbench_web.spreadsheet import csv_text
 
@@ -29,11 +30,42 @@ DEFAULT_SEED = 0
 PAGE_SIZE = 10
 OVERALL = "overall"
 MACRO_F1 = f"pairwise_model_{metaeval.MACRO_F1}"
+# What report_document holds: its keys and those of its coverage and settings
+# (grading.reports.stored's document_keys). The kept document's version is derived from this
+# and META_EVAL_BUILDER, as the run report's is (tests/test_report_version.py).
+META_EVAL_SCHEMA = (
+    "cohen_kappa",
+    "coverage",
+    "coverage.cant_judge",
+    "coverage.categories",
+    "coverage.items",
+    "coverage.items_without_grader_label",
+    "coverage.labels",
+    "coverage.labels_merged",
+    "coverage.physicians",
+    "disagreements",
+    "grader",
+    "intervals",
+    "krippendorff_alpha",
+    "model",
+    "physicians",
+    "ranks",
+    "review",
+    "run",
+    "settings",
+    "settings.confidence",
+    "settings.n_resamples",
+    "settings.seed",
+    "ties",
+)
+# Raise it when a value is computed differently under the same keys.
+META_EVAL_BUILDER = 2
+META_EVAL_VERSION = stored.document_version("meta-eval", META_EVAL_BUILDER, META_EVAL_SCHEMA)
 
 CSV_COLUMNS = (
     ("scope", "'overall' or the consensus criterion's cluster tag"),
     ("metric", "the reference's metric name without the scope prefix, e.g. pairwise_model_f1_balanced"),
-    ("n", "pairs behind the value (see grading/metaeval.py)"),
+    ("n", "pairs behind the value (see grading/metaeval/agreement.py)"),
     ("value", "the grader's value"),
     ("ci_low", "lower end of the bootstrap interval (macro F1 only)"),
     ("ci_high", "upper end of the bootstrap interval (macro F1 only)"),
@@ -80,7 +112,7 @@ def run_meta_eval_analysis_cached(*, run: Run, seed: int = DEFAULT_SEED) -> Anal
     """run_meta_eval_analysis, computed once per progress step of the run and state of the
     physicians' labels, and shared by every process through the cache."""
     analysis = once_per_version(
-        f"meta-eval:v2:{run.code}:{seed}:{labels_fingerprint()}",
+        f"{META_EVAL_VERSION}:{run.code}:{seed}:{labels_fingerprint()}",
         run.report_version,
         lambda: run_meta_eval_analysis(run=run, seed=seed),
     )
@@ -91,9 +123,9 @@ def run_meta_eval_analysis_cached(*, run: Run, seed: int = DEFAULT_SEED) -> Anal
 def run_meta_eval_report_cached(*, run: Run, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """The meta-eval document (downloads, API, command), kept in the database for a finished
     run (grading.reports.stored) per seed and state of the physicians' labels."""
-    key = f"meta-eval:v2:{seed}:{labels_fingerprint()}"
+    key = f"{META_EVAL_VERSION}:{seed}:{labels_fingerprint()}"
     return once_per_version(
-        f"meta-eval-document:v1:{run.code}:{key}",
+        f"meta-eval-document:v2:{run.code}:{key}",
         run.report_version,
         lambda: stored.stored(
             run,
@@ -135,6 +167,9 @@ def report_document(analysis: Analysis) -> dict[str, Any]:
     flagged = result["disagreements"]
     return {
         "run": data.run.name,
+        # The run's grader and grader prompt against the reference's, as in its score report
+        # (grading.reports.grader_marks); None for grader labels imported from a file.
+        "grader": grader_mark(data.run),
         "settings": {"seed": analysis.seed, "n_resamples": N_RESAMPLES, "confidence": CONFIDENCE},
         "coverage": {
             "items": data.n_items,
@@ -225,6 +260,15 @@ def report_csv(document: dict[str, Any]) -> str:
                 chance["n_resamples"],
             ]
             rows.append(["" if c is None else c for c in cells] + [""] * (len(CSV_COLUMNS) - len(cells)))
+    # The grader and its prompt, as the score report's CSV names them (value in the value column).
+    grader = document.get("grader")
+    if grader:
+        for metric, value in (
+            ("grader_request", grader["label"]),
+            ("grader_prompt", grader["prompt_label"]),
+            ("grader_prompt_sha256", grader["prompt_sha256"]),
+        ):
+            rows.append([OVERALL, metric, "", value] + [""] * (len(CSV_COLUMNS) - 4))
     # Review counts: metric items_physicians_split / items_grader_against_agreeing_physicians, value the count.
     for name, cause in document.get("review", {}).items():
         for scope, count in cause["counts"].items():
@@ -251,6 +295,7 @@ def report_page(analyses: list[Analysis]) -> dict[str, Any]:
         runs.append(
             {
                 "run": a.data.run,
+                "grader": grader_mark(a.data.run),
                 "colour": COLOURS[index % len(COLOURS)],
                 "items": a.data.n_items,
                 "missing": a.data.n_missing,

@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
@@ -33,9 +34,10 @@ from grading.metaeval.report import (
     run_meta_eval_report_cached,
 )
 from grading.metaeval.selectors import labels_exist, runs_with_meta_eval
-from grading.models import Endpoint, ExplanationLength, GradingMode, Run
-from grading.pipeline.estimate import RunSpec, RunSpecError
+from grading.models import Endpoint, ExplanationLength, GraderTemplate, GradingMode, Run
+from grading.pipeline.modes import MODES, mode_of
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import RunRequest, RunSpecError, run_request
 from grading.pipeline.runs import QueueUnavailable
 
 MAX_RUNS = len(COLOURS)
@@ -92,7 +94,7 @@ def metaeval_report(request: HttpRequest) -> HttpResponse:
     ticked = [code for code in request.GET.getlist("run") if code]
     # "Compare the ticked runs" with too few or too many ticked: back to the list, saying so.
     if not ticked:
-        messages.warning(request, "Tick at least one run to compare, then press the button again.")
+        messages.warning(request, gettext("Tick at least one run to compare, then press the button again."))
         return redirect("metaeval_runs")
     if len(set(ticked)) > MAX_RUNS:
         messages.warning(request, f"Tick at most {MAX_RUNS} runs: the report compares that many side by side.")
@@ -146,12 +148,20 @@ class GraderComparisonLaunchForm(forms.Form):
     grader = forms.ModelChoiceField(Endpoint.objects.order_by("name"), to_field_name="name", label="Grader endpoint")
     modes = forms.MultipleChoiceField(
         choices=GradingMode.choices,
-        initial=[GradingMode.PER_CRITERION, GradingMode.PER_RESPONSE],
+        initial=list(MODES),
         widget=forms.CheckboxSelectMultiple,
         label="Grading modes",
     )
     explanation_length = forms.ChoiceField(
         choices=ExplanationLength.choices, initial=ExplanationLength.SENTENCE, label="Per-response explanation"
+    )
+    stored_template = forms.ModelChoiceField(
+        GraderTemplate.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        empty_label="Ours",
+        label="Grader template",
+        help_text="A template stored with grader_template import (per response: for the criteria asked alone).",
     )
 
     def __init__(self, *args, sources: list[Run], **kwargs):
@@ -160,6 +170,24 @@ class GraderComparisonLaunchForm(forms.Form):
         field = cast("forms.ModelChoiceField", self.fields["source"])
         field.queryset = Run.objects.filter(id__in=[run.id for run in sources]).order_by("-created")
 
+    def launch_requests(self, stamp: str) -> list[RunRequest]:
+        """One run per chosen mode, named after the items, the grader, the mode and `stamp`."""
+        data = self.cleaned_data
+        source, grader = data["source"], data["grader"]
+        items = source.name if source is not None else "physician-labelled items"
+        return [
+            run_request(
+                name=f"{items[:120]} · {grader.name[:40]} {mode} {stamp}",
+                grader=grader,
+                stored_template=data.get("stored_template"),
+                responses_from=source,
+                labelled=source is None,
+                grading_mode=mode,
+                explanation_length=data["explanation_length"] if mode_of(mode).takes_explanation else "",
+            )
+            for mode in data["modes"]
+        ]
+
 
 @require_GET
 @login_required
@@ -167,7 +195,7 @@ def graders_comparison(request: HttpRequest) -> HttpResponse:
     runs = _runs_for_reader(request, request.GET.getlist("run"))
     context: dict = {"runs": runs}
     if len(runs) < 2:
-        messages.warning(request, "Tick two or more runs to compare their graders.")
+        messages.warning(request, gettext("Tick two or more runs to compare their graders."))
         return redirect("metaeval_runs")
     try:
         comparison = graders_compare(runs=runs, seed=_seed(request))
@@ -201,20 +229,11 @@ def graders_comparison_launch(request: HttpRequest) -> HttpResponse:
             for error in errors:
                 messages.error(request, f"{form[field].label if field in form.fields else ''}: {error}".lstrip(": "))
         return redirect("metaeval_runs")
-    source, grader = form.cleaned_data["source"], form.cleaned_data["grader"]
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    source = form.cleaned_data["source"]
     items = f"items of {source.name}" if source is not None else "physician-labelled items"
     launched = []
     try:
-        for mode in form.cleaned_data["modes"]:
-            spec = RunSpec(
-                name=f"{(source.name if source is not None else items)[:120]} · {grader.name[:40]} {mode} {stamp}",
-                grader=grader,
-                responses_from=source,
-                labelled=source is None,
-                grading_mode=mode,
-                explanation_length=form.cleaned_data["explanation_length"] if mode == GradingMode.PER_RESPONSE else "",
-            )
+        for spec in form.launch_requests(timezone.now().strftime("%Y%m%d-%H%M%S")):
             launched.append(run_launch(spec=spec))
     except (RunSpecError, QueueUnavailable) as exc:
         messages.error(request, str(exc))

@@ -5,6 +5,8 @@ import uuid
 import django.db.models.deletion
 from django.db import migrations, models
 
+from healthbench_web.migration_guards import refuse_while_rows
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -138,5 +140,15 @@ class Migration(migrations.Migration):
             constraint=models.UniqueConstraint(
                 fields=("run_batch", "round", "part"), name="one_provider_batch_per_part"
             ),
+        ),
+        # Migrating back drops Run.batch and the provider batches: a run graded through a Batch API
+        # would read as graded live, its provider ids lost. Refuse while there is one.
+        refuse_while_rows(
+            "grading",
+            "Run",
+            where={"batch": True},
+            shown_by="name",
+            why="runs graded through a provider's Batch API, whose provider batches the earlier schema cannot hold",
+            fix="Delete them (export_run NAME keeps their grades in a file first).",
         ),
     ]

@@ -2,6 +2,8 @@
 
 from django.db import migrations, models
 
+from healthbench_web.migration_guards import refuse_while_rows
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -71,5 +73,15 @@ class Migration(migrations.Migration):
                 condition=models.Q(("grading_mode", "per-criterion"), ("criteria_per_call__gte", 1), _connector="OR"),
                 name="grader_per_response_has_chunk_limit",
             ),
+        ),
+        # Migrating back drops the grading mode: a run graded per response would read as graded
+        # per criterion, with the reference's prompt. Refuse while there is one.
+        refuse_while_rows(
+            "grading",
+            "Run",
+            where={"grader_config__grading_mode": "per-response"},
+            shown_by="name",
+            why="runs graded per response, a mode the earlier schema cannot record",
+            fix="Delete them (export_run NAME keeps their grades in a file first).",
         ),
     ]

@@ -3,6 +3,8 @@ criteria it was labelled on, frozen in Run.plan_rubric at launch."""
 
 from django.db import migrations, models
 
+from healthbench_web.migration_guards import refuse_while_rows
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -56,5 +58,15 @@ class Migration(migrations.Migration):
                 ),
                 name="run_has_plan",
             ),
+        ),
+        # Migrating back puts the older run_has_plan back, which no run planned on the labelled
+        # items satisfies: refuse while there is one, before anything is undone.
+        refuse_while_rows(
+            "grading",
+            "Run",
+            where={"plan": "labelled"},
+            shown_by="name",
+            why="runs planned on the physician-labelled items (grade --labelled), which the earlier schema cannot hold",
+            fix="Delete them (export_run NAME keeps their grades in a file first).",
         ),
     ]

@@ -3,6 +3,8 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
+from healthbench_web.migration_guards import refuse_while_rows
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -65,5 +67,15 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name="calibrationitem",
             constraint=models.UniqueConstraint(fields=("sample", "response"), name="one_calibration_item_per_response"),
+        ),
+        # Migrating back drops the calibration samples (the physicians' labels stay, but which
+        # responses were drawn, and with which seed, is lost). Refuse while there is one.
+        refuse_while_rows(
+            "grading",
+            "CalibrationSample",
+            where={},
+            shown_by="run__name",
+            why="calibration samples, which the earlier schema cannot hold (shown by run)",
+            fix="Export their reports (calibrate report RUN), then delete the samples.",
         ),
     ]

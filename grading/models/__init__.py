@@ -12,9 +12,10 @@ from grading.models.endpoints import (
     GraderConfig,
     GraderTemplate,
     GradingMode,
+    Provider,
     ReasoningEffort,
 )
-from grading.models.records import ProviderBatch, StoredReport
+from grading.models.records import ProviderBatch, RunRubric, StoredReport
 from grading.models.runs import (
     DEFAULT_LENGTH_CENTRE,
     DEFAULT_LENGTH_PENALTY,
@@ -37,11 +38,13 @@ __all__ = [
     "GraderConfig",
     "GraderTemplate",
     "GradingMode",
+    "Provider",
     "ProviderBatch",
     "ReasoningEffort",
     "Response",
     "Run",
     "RunBatch",
+    "RunRubric",
     "SampleFailure",
     "StoredReport",
 ]

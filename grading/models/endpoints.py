@@ -12,8 +12,17 @@ class ApiStyle(models.TextChoices):
     RESPONSES = "responses", "Responses"
 
 
+class Provider(models.TextChoices):
+    """How calls reach the endpoint (grading.endpoint_access)."""
+
+    OPENAI = "openai", "OpenAI-compatible"
+    AZURE = "azure", "Azure OpenAI"
+
+
 class GradingMode(models.TextChoices):
-    """How a run asks its grader (grading.pipeline.response_prompt)."""
+    """The grading modes the database accepts, with their labels: one per module of
+    grading.pipeline.modes, whose table MODES holds them (tests/test_grading_mode_registry.py
+    keeps the two equal; a new choice here makes the migration a new mode needs)."""
 
     PER_CRITERION = "per-criterion", "per criterion (one call per response and criterion)"
     PER_RESPONSE = "per-response", "per response (all criteria of a response in one call)"
@@ -87,6 +96,14 @@ class Endpoint(models.Model):
     structured_output = models.BooleanField(
         default=False, help_text="The endpoint honours a strict JSON schema for the grader's answer"
     )
+    # Off, a grader's answer is read as simple-evals reads it (the reference presets); on, also
+    # with text around it, in any fence, or the last of several objects.
+    lenient_answers = models.BooleanField(
+        default=True,
+        db_default=True,
+        help_text="Read the grader's answer leniently (text around the JSON, any fence); off: as the reference "
+        "reads it, asking again otherwise",
+    )
     timeout_seconds = models.FloatField(default=60.0)
     price_input = _price_field("input tokens")
     price_cached_input = _price_field("cached input tokens (empty: the input price)")
@@ -97,6 +114,16 @@ class Endpoint(models.Model):
     max_concurrency = models.PositiveIntegerField(
         null=True, blank=True, help_text="Calls in flight at once per run; empty for no limit"
     )
+    # How a call reaches it (grading.endpoint_access). Azure OpenAI's classic API (deployment
+    # URLs): its api-version; empty, the v1 API. key_header: the header carrying the key (empty:
+    # the provider's own; "Authorization": a bearer token, such as an Entra ID token on Azure;
+    # another name: a gateway's, the key sent as it is). A gateway's extra headers and query
+    # parameters: {name: value}, a secret as env:VARIABLE.
+    provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.OPENAI, db_default="openai")
+    api_version = models.CharField(max_length=32, blank=True, default="", db_default="")
+    key_header = models.CharField(max_length=64, blank=True, default="", db_default="")
+    extra_headers = models.JSONField(default=dict, blank=True, db_default={})
+    extra_query = models.JSONField(default=dict, blank=True, db_default={})
     notes = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -155,6 +182,7 @@ class GraderConfig(models.Model):
     max_tokens = models.PositiveIntegerField(null=True, blank=True, default=2048)
     system_message = models.TextField(blank=True, default="")
     structured_output = models.BooleanField(default=False)
+    lenient_answers = models.BooleanField(default=True, db_default=True)
     timeout_seconds = models.FloatField(default=60.0)
     price_input = _price_field("input tokens")
     price_cached_input = _price_field("cached input tokens")
@@ -163,6 +191,16 @@ class GraderConfig(models.Model):
     # Limits of the endpoint, kept by all workers together (when Redis is configured).
     requests_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
     tokens_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty for no limit")
+    # How a call reaches it (grading.endpoint_access). Azure OpenAI's classic API (deployment
+    # URLs): its api-version; empty, the v1 API. key_header: the header carrying the key (empty:
+    # the provider's own; "Authorization": a bearer token, such as an Entra ID token on Azure;
+    # another name: a gateway's, the key sent as it is). A gateway's extra headers and query
+    # parameters: {name: value}, a secret as env:VARIABLE.
+    provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.OPENAI, db_default="openai")
+    api_version = models.CharField(max_length=32, blank=True, default="", db_default="")
+    key_header = models.CharField(max_length=64, blank=True, default="", db_default="")
+    extra_headers = models.JSONField(default=dict, blank=True, db_default={})
+    extra_query = models.JSONField(default=dict, blank=True, db_default={})
     # The grader prompt with <<conversation>> and <<rubric_item>>; prompt_hash is its sha256.
     prompt_template = models.TextField(blank=True)
     prompt_hash = models.CharField(max_length=64, blank=True)

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from django.db import models
 
+from annotation.models import Conversation
 from grading.models.runs import Run, RunBatch
 
 
@@ -100,3 +101,29 @@ class StoredReport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} {self.kind} v{self.version}"
+
+
+class RunRubric(models.Model):
+    """A run's planned rubric on one of its conversations, and how the live rubric differs from
+    it (grading.drift): what the drift notice of a finished run's page sums. ``rubric_version``
+    is the conversation's Conversation.rubric_version the counts were taken at; a row whose
+    conversation moved on since is counted again, alone, from ``planned``."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rubrics")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    rubric_version = models.PositiveIntegerField()
+    # [[criterion id (None: deleted or edited before the run graded it), digest of (text, points,
+    # tags)], ...]: the items the run graded, never the grades themselves.
+    planned = models.JSONField(default=list)
+    added = models.PositiveIntegerField(default=0)
+    edited = models.PositiveIntegerField(default=0)
+    deleted = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # Also the index of the page's lookup: a run's rows.
+            models.UniqueConstraint(fields=["run", "conversation"], name="one_run_rubric_per_conversation"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} on conversation {self.conversation_id}"

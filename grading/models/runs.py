@@ -112,8 +112,18 @@ class Run(models.Model):
         # An imported file's items; also a run recorded before runs had plans (migration 0012).
         STORED = "stored", "its stored grades"
 
+    class PromptFilling(models.TextChoices):
+        """How the grader template's placeholders are filled (grading.pipeline.batch_requests)."""
+
+        # As simple-evals fills them: the conversation as the policy got it, its system message
+        # first; a labelled item's bare rubric text, as healthbench_meta_eval.py sends it.
+        REFERENCE = "reference", "as simple-evals fills it"
+        # Runs launched before: the dataset conversation alone, every item as "[points] text".
+        EARLIER = "earlier", "without the policy's system message, every rubric item as [points] text"
+
     class Bootstrap(models.TextChoices):
-        SHARED = "shared", "one resampling of the examples shared by every metric"
+        MULTINOMIAL = "multinomial", "n of n with replacement, as the reference draws"
+        SHARED = "shared", "Poisson weights shared by every metric"
         PER_METRIC = "per-metric", "one resampling per metric"
 
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -154,9 +164,14 @@ class Run(models.Model):
     length_centre = models.PositiveIntegerField(default=DEFAULT_LENGTH_CENTRE)
     length_penalty = models.FloatField(default=DEFAULT_LENGTH_PENALTY)
     # How the report draws its bootstrap stds (grading.reports.scoring): a run's numbers never
-    # change, so the runs recorded before the shared resampling keep one resampling per metric.
+    # change, so the runs recorded before the shared resampling keep one resampling per metric,
+    # and those recorded with the Poisson-weighted one keep it.
     bootstrap = models.CharField(
-        max_length=16, choices=Bootstrap.choices, default=Bootstrap.SHARED, db_default=Bootstrap.PER_METRIC
+        max_length=16, choices=Bootstrap.choices, default=Bootstrap.MULTINOMIAL, db_default=Bootstrap.PER_METRIC
+    )
+    # Fixed at launch, so a run resumed after an upgrade sends the prompts it started with.
+    prompt_filling = models.CharField(
+        max_length=16, choices=PromptFilling.choices, default=PromptFilling.REFERENCE, db_default=PromptFilling.EARLIER
     )
     # Grades the run will hold when complete (graded or failed).
     total_items = models.PositiveIntegerField(default=0)
@@ -167,6 +182,10 @@ class Run(models.Model):
     # Goes up at each progress step of the run (a share of its batches done, its end, a resume):
     # cached reports are keyed by it, so each step's report is computed once, on every process.
     report_version = models.PositiveIntegerField(default=0)
+    # The drift notice's baseline (grading.drift): {"version": the report_version its planned
+    # rubric was read at, "cluster": whether only cluster criteria count}, its rows in RunRubric;
+    # None until first needed (a run recorded before it, or one not ended yet).
+    drift_baseline = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]

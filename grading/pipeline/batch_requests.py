@@ -14,11 +14,11 @@ from typing import cast
 from annotation.models import Conversation
 from grading.models import Grade, Response, Run
 from grading.pipeline.client import GradeOutcome
-from grading.pipeline.endpoint import CallTarget, EndpointConfigError
-from grading.pipeline.grader_prompt import conversation_block, render, rubric_item
-from grading.pipeline.response_prompt import PER_RESPONSE, chunk_bounds, render_chunk
+from grading.pipeline.endpoint import CallTarget
+from grading.pipeline.grader_prompt import conversation_block, rubric_item
 from grading.pipeline.sampling import samples_of
 from grading.plans import changes_rubrics, labelled_items, version_rubrics
+from grading.prompt_filling import policy_turns
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,65 +98,38 @@ class GraderRequest:
     fallbacks: list[str] | None = None
 
 
-def conversation_blocks(items: list[Item]) -> dict[int, str]:
+def conversation_blocks(run: Run, items: list[Item]) -> dict[int, str]:
     responses = {
-        rid: (text, cid)
-        for rid, text, cid in Response.objects.filter(id__in={i.response_id for i in items}).values_list(
-            "id", "text", "conversation_id"
-        )
+        rid: (text, cid, source, parameters)
+        for rid, text, cid, source, parameters in Response.objects.filter(
+            id__in={i.response_id for i in items}
+        ).values_list("id", "text", "conversation_id", "source", "parameters")
     }
     # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
     messages = cast(
         "dict[int, list]",
-        dict(Conversation.objects.filter(id__in={cid for _, cid in responses.values()}).values_list("id", "messages")),
+        dict(Conversation.objects.filter(id__in={r[1] for r in responses.values()}).values_list("id", "messages")),
     )
-    return {rid: conversation_block(messages[cid], text) for rid, (text, cid) in responses.items()}
+    reference = run.prompt_filling == Run.PromptFilling.REFERENCE
+    return {
+        rid: conversation_block(
+            [
+                *(policy_turns(sampled=source == Response.Source.SAMPLED, parameters=parameters) if reference else []),
+                *messages[cid],
+            ],
+            text,
+        )
+        for rid, (text, cid, source, parameters) in responses.items()
+    }
 
 
-def criterion_requests(run: Run, grader: CallTarget, items: list[Item]) -> dict[str, GraderRequest]:
-    """The distinct per-criterion requests, by request key."""
-    blocks = conversation_blocks(items)
-    if run.grader_config is None:  # only runs graded here have batches
-        raise EndpointConfigError(f"run {run.name} has no grader")
-    template, prompt_hash = run.grader_config.prompt_template, run.grader_config.prompt_hash
-    requests: dict[str, GraderRequest] = {}
-    for item in items:
-        prompt = render(template, conversation=blocks[item.response_id], item=rubric_item(item.text, item.points))
-        key = request_key(grader, prompt_hash, prompt)
-        requests.setdefault(key, GraderRequest(prompt, [key], [])).items.append([item])
-    return requests
-
-
-def chunk_requests(run: Run, grader: CallTarget, items: list[Item]) -> dict[str, GraderRequest]:
-    """Per response: its criteria in chunks of at most the run's limit, one request each.
-    A criterion's key is the chunk's request key and its place in the chunk, so the grade
-    of an identical earlier chunk is found criterion by criterion."""
-    config = run.grader_config
-    if config is None or config.criteria_per_call is None:
-        raise EndpointConfigError(f"run {run.name} has no per-response grader settings")
-    blocks = conversation_blocks(items)
-    by_response: dict[int, list[Item]] = {}
-    for item in items:
-        by_response.setdefault(item.response_id, []).append(item)
-    head = f"{PER_RESPONSE} {config.response_prompt_hash} {config.explanation_length}"
-    requests: dict[str, GraderRequest] = {}
-    for response_id, criteria in by_response.items():
-        block = blocks[response_id]
-        for start, stop in chunk_bounds(len(criteria), config.criteria_per_call):
-            chunk = criteria[start:stop]
-            prompt = render_chunk(
-                conversation=block, items=[(i.text, i.points) for i in chunk], explanation=config.explanation_length
-            )
-            key = request_key(grader, head, prompt)
-            if key not in requests:
-                fallbacks = [
-                    render(config.prompt_template, conversation=block, item=rubric_item(i.text, i.points))
-                    for i in chunk
-                ]
-                keys = [hashlib.sha256(f"{key}\n{k}".encode()).hexdigest() for k in range(len(chunk))]
-                requests[key] = GraderRequest(prompt, keys, [], fallbacks)
-            requests[key].items.append(chunk)
-    return requests
+def filled_item(run: Run, item: Item) -> str:
+    """The rubric item as the template gets it: ``[points] text`` as simple-evals'
+    ``str(RubricItem)`` writes it, but a labelled item's bare text, as
+    ``healthbench_meta_eval.py`` sends its ``rubric``."""
+    if run.plan == Run.Plan.LABELLED and run.prompt_filling == Run.PromptFilling.REFERENCE:
+        return item.text
+    return rubric_item(item.text, item.points)
 
 
 def cached_outcomes(keys: list[str]) -> dict[str, GradeOutcome]:

@@ -5,9 +5,9 @@
    that lost its batch finds out at its next renewal and stops.
 2. Sample, for a run on a subset: the conversations' missing samples, then
 3. grade what is missing: the batch's (response, criterion) items without a grade in this
-   run, one call per item or, in the per-response mode, one call per chunk of a response's
-   criteria (grading.pipeline.response_prompt), whose unusable entries are graded by calls
-   of their own. An identical earlier request reuses its grades (the cache, unless the run
+   run, in the requests of the run's grading mode (grading.pipeline.modes: one call per item
+   or, per response, one call per chunk of a response's criteria, whose unusable entries are
+   graded by calls of their own). An identical earlier request reuses its grades (the cache, unless the run
    is off it); the rest go to the process's event loop (grading.pipeline.engine), many
    calls at once.
 4. Store the results every FLUSH_SECONDS, with ON CONFLICT DO NOTHING: the database holds
@@ -51,8 +51,6 @@ from grading.pipeline.batch_requests import (
     GraderRequest,
     Item,
     cached_outcomes,
-    chunk_requests,
-    criterion_requests,
     items_regraded,
     items_sampled,
 )
@@ -66,9 +64,9 @@ from grading.pipeline.client import (
 )
 from grading.pipeline.endpoint import CallTarget, EndpointConfigError
 from grading.pipeline.failure_log import failures_note
+from grading.pipeline.modes import FALLBACK, mode_of
 from grading.pipeline.provider_batches import BatchFatal, Request, provider_batches_work
 from grading.pipeline.rate_limit import limiter_for_loop
-from grading.pipeline.response_prompt import PER_CRITERION, PER_RESPONSE
 from grading.pipeline.runs import (
     MAX_BATCH_FAILURES,
     batches_queue,
@@ -86,6 +84,7 @@ from grading.pipeline.sampling import (
 from grading.pipeline.slots import slots_for_run
 from healthbench_web.celery import app as celery_app
 from healthbench_web.redact import endpoint_keys, redact
+from healthbench_web.storable import RAW_ANSWER_CHARS, REASON_CHARS, storable
 
 log = logging.getLogger(__name__)
 FLUSH_SECONDS = 0.5
@@ -150,7 +149,7 @@ class Claim:
             lease_until=None,
             touched=timezone.now(),
             failures=F("failures") + (1 if failed else 0),
-            error=error[:2000],
+            error=storable(error, REASON_CHARS),
         ):
             return None
         return RunBatch.objects.values_list("status", flat=True).get(id=self.batch.id)
@@ -251,9 +250,9 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
     if not items:
         return Outcome.DONE, failed_samples, ""
 
-    per_response = run.grader_config is not None and run.grader_config.grading_mode == PER_RESPONSE
-    run_mode = PER_RESPONSE if per_response else PER_CRITERION
-    requests = chunk_requests(run, grader, items) if per_response else criterion_requests(run, grader, items)
+    mode = mode_of(run.grader_config.grading_mode if run.grader_config is not None else "")
+    run_mode = mode.name
+    requests = mode.requests(run, grader, items)
     if run.use_cache:
         reused = cached_outcomes([key for chunk in requests.values() for key in chunk.keys])
         rows = []
@@ -273,7 +272,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
         # Requests cut from all the batch's items, not only the missing ones, so that a chunk
         # partly stored (its fallbacks still at the provider) keeps its key across claims.
         missing = {(i.response_id, i.position) for i in items}
-        everything = chunk_requests(run, grader, whole) if per_response else criterion_requests(run, grader, whole)
+        everything = mode.requests(run, grader, whole)
         pending = {
             key: request
             for key, request in everything.items()
@@ -287,7 +286,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
         # Items with the same request (rare: a response repeated) share one call. A fatal
         # outcome is the run's failure, not the item's: left missing for a resume.
         return [
-            _grade_row(run.id, item, key, outcome, reused=n > 0, mode=PER_CRITERION if outcome.fallback else run_mode)
+            _grade_row(run.id, item, key, outcome, reused=n > 0, mode=FALLBACK if outcome.fallback else run_mode)
             for request_key_, outcomes in results
             for n, chunk in enumerate(requests[request_key_].items)
             for item, key, outcome in zip(chunk, requests[request_key_].keys, outcomes, strict=True)
@@ -295,8 +294,11 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
         ]
 
     async def ask(request: GraderRequest, limiter) -> list[GradeOutcome]:
+        subject = f"response {request.items[0][0].response_id}"  # what a content filter refuses
         if request.fallbacks is None:
-            return [await ask_grader(grader, request.prompt, limiter=limiter, policy=retry, watch=watch)]
+            return [
+                await ask_grader(grader, request.prompt, limiter=limiter, policy=retry, watch=watch, subject=subject)
+            ]
         return await ask_grader_chunk(
             grader,
             request.prompt,
@@ -305,6 +307,7 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
             limiter=limiter,
             policy=retry,
             watch=watch,
+            subject=subject,
         )
 
     async def grade_all(emit, stop) -> None:
@@ -319,7 +322,8 @@ def _work(claim: Claim, retry: RetryPolicy) -> tuple[Outcome, int, str]:
             stop=stop,
         )
 
-    outcome = _drive(claim, grade_all, rows_of, deadline) if requests else Outcome.DONE
+    failing = lambda: f"grader endpoint {grader.name}: {watch.reason}" if watch.reason is not None else None  # noqa: E731
+    outcome = _drive(claim, grade_all, rows_of, deadline, failing=failing) if requests else Outcome.DONE
     if watch.reason is not None and outcome is not Outcome.STOPPED:
         return Outcome.FAILED, failed_samples, f"grader endpoint {grader.name}: {watch.reason}"
     return outcome, failed_samples, ""
@@ -347,7 +351,7 @@ def _through_provider_batches(
                 request.keys[i],
                 outcome,
                 reused=n > 0,
-                mode=PER_CRITERION if outcome.fallback else run_mode,
+                mode=FALLBACK if outcome.fallback else run_mode,
             )
             for n, chunk in enumerate(request.items)
             for i, outcome in outcomes.items()
@@ -391,12 +395,19 @@ def _sample(
             stop=stop,
         )
 
-    outcome = _drive(claim, sample_all, store, deadline, save=lambda replies: samples_store(run, policy, replies))
+    outcome = _drive(
+        claim,
+        sample_all,
+        store,
+        deadline,
+        save=lambda replies: samples_store(run, policy, replies),
+        failing=lambda: f"policy endpoint {policy.name}: {watch.reason}" if watch.reason is not None else None,
+    )
     return outcome, failed
 
 
 def _grade_row(
-    run_id: int, item: Item, key: str, outcome: GradeOutcome, *, reused: bool, mode: str = PER_CRITERION
+    run_id: int, item: Item, key: str, outcome: GradeOutcome, *, reused: bool, mode: str = FALLBACK
 ) -> Grade:
     return Grade(
         mode=mode,
@@ -409,9 +420,10 @@ def _grade_row(
         tags=item.tags,
         status=Grade.Status.FAILED if outcome.met is None else Grade.Status.GRADED,
         met=outcome.met,
-        explanation=outcome.explanation,
-        raw_output=outcome.raw_output,
-        error=outcome.error,
+        # A provider's words: made storable here, the one place a grade row is made.
+        explanation=storable(outcome.explanation, RAW_ANSWER_CHARS),
+        raw_output=storable(outcome.raw_output, RAW_ANSWER_CHARS),
+        error=storable(outcome.error, REASON_CHARS),
         attempts=0 if reused else outcome.attempts,
         prompt_tokens=0 if reused else outcome.prompt_tokens,
         completion_tokens=0 if reused else outcome.completion_tokens,
@@ -438,6 +450,18 @@ def _save_grades(rows: list[Grade]) -> None:
     Grade.objects.bulk_create(rows, ignore_conflicts=True)
 
 
+class _Stop(threading.Event):
+    """The stop of a batch's calls, which also wakes the thread storing their results."""
+
+    def __init__(self, wake: threading.Event):
+        super().__init__()
+        self._wake = wake
+
+    def set(self) -> None:
+        super().set()
+        self._wake.set()
+
+
 def _drive(
     claim: Claim,
     coroutine: Callable[[Callable, threading.Event], Coroutine],
@@ -445,26 +469,47 @@ def _drive(
     deadline: float,
     *,
     save: Callable[[list], Any] | None = None,
+    failing: Callable[[], str | None] = lambda: None,
 ) -> Outcome:
     """Run `coroutine(emit, stop)` on the event loop; store what it emits, every FLUSH_SECONDS.
+
+    Once `failing()` gives a reason (the batch's FailureWatch tripped: a fatal answer, or a
+    streak), the run fails at once, with the calls still in flight: its other batches are
+    cancelled, so none of them, on any worker, sends another request, and none not yet
+    claimed starts. (Waiting for the calls in flight first let a batch claimed meanwhile
+    send a whole round of requests to an endpoint already known to fail.)
 
     The loop appends results to a list that this thread takes every FLUSH_SECONDS. Waking
     this thread for each result instead would make the two threads trade the GIL hundreds
     of times a second, and every trade stalls the event loop for up to a switch interval."""
     results: list = []
     finished = threading.Event()
-    stop = threading.Event()
+    wake = threading.Event()  # the coroutine ended, or was told to stop
+    stop = _Stop(wake)
     future = engine.submit(coroutine(lambda job, result: results.append((job, result)), stop))
-    future.add_done_callback(lambda _: finished.set())
+
+    def ended(_: object) -> None:
+        finished.set()
+        wake.set()
+
+    future.add_done_callback(ended)
     outcome = Outcome.DONE
+    failed = False
     try:
         while True:
-            done = finished.wait(timeout=FLUSH_SECONDS)
+            wake.wait(timeout=FLUSH_SECONDS)
+            wake.clear()
+            done = finished.is_set()
+            reason = failing()
+            if reason is not None and not failed:
+                run_fail(run_id=claim.batch.run_id, error=reason)
+                failed = True
             taken = results[:]
             del results[: len(taken)]  # the loop only appends: what came meanwhile stays
             if not _write(claim, convert(taken), save) and not done:
-                # Cancelled, or another worker has the batch: drop the calls in flight.
-                outcome = Outcome.STOPPED
+                # Cancelled (by the run's failure, when it is this batch's), or another worker has
+                # the batch: drop the calls in flight.
+                outcome = Outcome.FAILED if failed else Outcome.STOPPED
                 stop.set()
                 future.cancel()
             if outcome is Outcome.DONE and not done and time.monotonic() > deadline:
@@ -476,7 +521,7 @@ def _drive(
         if not future.done():
             stop.set()
             future.cancel()
-    if outcome is Outcome.STOPPED:
+    if outcome in (Outcome.STOPPED, Outcome.FAILED):
         return outcome
     future.result()  # an error in the loop is a bug: raise it here
     return outcome

@@ -7,12 +7,16 @@ what each one means:
 
 * 429 (honouring Retry-After, retry-after-ms, or the x-ratelimit-reset-* headers), 408, 409,
   5xx, timeouts, dropped connections, a 200 whose body is no completion: retried up to
-  ``RetryPolicy.max_attempts`` requests, with exponential backoff and jitter.
+  ``RetryPolicy.max_attempts`` requests, with exponential backoff and jitter. A wait the
+  provider gives holds the whole run, not only the call, and the limits it states in
+  x-ratelimit-limit-* become the run's pace (grading.pipeline.rate_limit, ``slow_down``).
 * *Fatal*, not retried, and the batch's FailureWatch trips so that the run stops with the
   provider's words (grading.pipeline.batches): a refused connection, a host that does not
   resolve, a redirect (never followed: the key stays with the endpoint's own origin),
   401/403/404, an exhausted quota (also as a 429), a 400 that rejects a parameter or the
   model, however a gateway wraps it.
+* An error sent with HTTP 200 (OpenRouter's way with an upstream failure): read as the
+  status it names, by the same rules.
 * Other 4xx, and a reply with no text at all (no refusal, not cut off): not retried; that
   one call fails.
 * ``FailureWatch.limit`` failures in a row of the same kind: the watch trips too. Every
@@ -35,18 +39,19 @@ import random
 import re
 import socket
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx2
 import openai
 
+from grading.pipeline.bounded_transport import ReplyTooLarge
 from grading.pipeline.endpoint import CallTarget
+from grading.pipeline.endpoint_clients import LiveClient, client_for, close_clients
 from grading.pipeline.grader_prompt import MalformedAnswer, parse_answer
-from grading.pipeline.provider_errors import Action, read_error
-from grading.pipeline.replies import EmptyAnswer, NotACompletion, Reply, parse_reply
+from grading.pipeline.provider_errors import UNGRADABLE, Action, read_error
+from grading.pipeline.replies import EmptyAnswer, ErrorReply, NotACompletion, Reply, parse_reply
 from grading.pipeline.request_shape import CHARS_PER_TOKEN, GRADE_SCHEMA, GRADE_SCHEMA_NAME, call_request
 from grading.pipeline.response_prompt import CHUNK_SCHEMA, CHUNK_SCHEMA_NAME, read_chunk_answer, split_usage
 from healthbench_web.redact import redact
@@ -54,7 +59,7 @@ from healthbench_web.redact import redact
 if TYPE_CHECKING:
     from grading.pipeline.rate_limit import RateLimiter
 
-__all__ = ["CHARS_PER_TOKEN", "ChatReply"]
+__all__ = ["CHARS_PER_TOKEN", "ChatReply", "client_for", "close_clients"]
 REFUSAL_QUOTE_CHARS = 300
 
 
@@ -87,7 +92,11 @@ class CallFailed(Exception):
 class FailureWatch:
     """One batch's view of its endpoint's health, shared by all its calls (on one event
     loop, so no lock). It trips on a fatal fault, or on `limit` failures in a row of the
-    same kind; then every call of the batch fails at once with its reason."""
+    same kind; then every call of the batch fails at once with its reason.
+
+    A failure that belongs to what is graded, not to the endpoint (a content filter, a prompt
+    over the context length), is its subject's: it counts once per subject (a response under
+    grading), and the subject's other calls fail with it unsent (`ungradable`)."""
 
     def __init__(self, limit: int, *, on_trip: Callable[[], None] | None = None):
         self.limit = limit
@@ -95,6 +104,7 @@ class FailureWatch:
         self.reason: str | None = None
         self.streak = 0
         self.last_kind = ""
+        self.ungradable: dict[str, str] = {}  # subject -> why no call about it can succeed
 
     def trip(self, reason: str) -> None:
         if self.reason is None:
@@ -102,8 +112,13 @@ class FailureWatch:
             if self.on_trip is not None:
                 self.on_trip()
 
-    def failed(self, error: str, kind: str = "") -> None:
-        """A failure; `kind` names what makes two failures the same (default: the words)."""
+    def failed(self, error: str, kind: str = "", *, subject: str = "") -> None:
+        """A failure; `kind` names what makes two failures the same (default: the words);
+        `subject`, when the failure is that subject's alone."""
+        if subject:
+            if subject in self.ungradable:
+                return
+            self.ungradable[subject] = error
         kind = kind or error
         self.streak = self.streak + 1 if kind == self.last_kind else 1
         self.last_kind = kind
@@ -136,45 +151,7 @@ class GradeOutcome:
     mode: str = ""  # of a stored grade reused from the cache: how it was asked
 
 
-# --- the client ---------------------------------------------------------------------------
-
-# Clients belong to the event loop their connections were made on.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, openai.AsyncOpenAI]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def client_for(endpoint: CallTarget) -> openai.AsyncOpenAI:
-    """The endpoint's client on this event loop. It lives as long as the loop, so
-    connections are reused across the batches a worker grades. The key is read (and its
-    variable checked against the allowlist) when the client is made."""
-    clients = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (endpoint.base_url, endpoint.api_key_env, endpoint.timeout)
-    if key not in clients:
-        clients[key] = openai.AsyncOpenAI(
-            base_url=endpoint.base_url or None,
-            api_key=endpoint.api_key(),
-            timeout=endpoint.timeout,
-            max_retries=0,
-            # The openai package's aiohttp transport (the "aiohttp" extra): it spends about
-            # a third less CPU per call than the default httpx one, whose connection pool
-            # also looks through every connection for each request.
-            http_client=openai.DefaultAioHttpClient(
-                limits=httpx2.Limits(max_connections=2000, max_keepalive_connections=2000),
-                timeout=endpoint.timeout,
-                # A redirect would re-send the whole prompt (and, to the same origin, the
-                # key) to an address nobody checked: it is a failed call instead.
-                follow_redirects=False,
-            ),
-        )
-    return clients[key]
-
-
-async def close_clients() -> None:
-    """Close this event loop's clients (a loop that ends, as in tests)."""
-    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
-        await client.close()
-
+# --- the client: grading.pipeline.endpoint_clients ----------------------------------------
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -227,6 +204,21 @@ def _transport_fault(exc: BaseException, endpoint: CallTarget) -> tuple[str, boo
     return None
 
 
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _in_chain(exc: BaseException, kind: type[_E]) -> _E | None:
+    """The first exception of `kind` in `exc`'s chain of causes, or None."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, kind):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def _keys(endpoint: CallTarget) -> list[str]:
     try:
         return [endpoint.api_key()] if endpoint.api_key_env else []
@@ -240,6 +232,8 @@ class _Failure:
     kind: str  # what makes two failures the same, for the streak
     action: Action
     retry_after: float | None = None
+    conversation_bound: bool = False  # no call about this conversation can succeed here
+    stated: tuple[int, int] = (0, 0)  # the provider's requests and tokens per minute, when it said
 
 
 def _status_failure(exc: openai.APIStatusError, endpoint: CallTarget) -> _Failure:
@@ -252,6 +246,29 @@ def _status_failure(exc: openai.APIStatusError, endpoint: CallTarget) -> _Failur
         kind=problem.kind,
         action=problem.action(),
         retry_after=_retry_after(headers),
+        conversation_bound=problem.conversation_bound,
+        stated=(_stated(headers, "requests"), _stated(headers, "tokens")),
+    )
+
+
+def _stated(headers: httpx2.Headers, what: str) -> int:
+    """A limit in OpenAI's x-ratelimit-limit-* headers; 0 when absent or not a positive count
+    (Azure sends -1 where it has none)."""
+    value = (headers.get(f"x-ratelimit-limit-{what}") or "").strip()
+    return int(value) if value.isdigit() else 0
+
+
+def _error_reply_failure(exc: ErrorReply, endpoint: CallTarget) -> _Failure:
+    """An error sent with HTTP 200, classified as the status it names."""
+    problem = read_error(exc.status, exc.body)
+    said = problem.describe(endpoint.name or endpoint.model).replace(
+        f"HTTP {exc.status} from", f"HTTP 200 carrying a {exc.status} error from", 1
+    )
+    return _Failure(
+        error=redact(said, _keys(endpoint)),
+        kind=problem.kind,
+        action=problem.action(),
+        conversation_bound=problem.conversation_bound,
     )
 
 
@@ -263,6 +280,10 @@ def _body_text(response: httpx2.Response) -> str:
 
 
 def _transport_failure(exc: openai.APIConnectionError, endpoint: CallTarget) -> _Failure:
+    too_large = _in_chain(exc, ReplyTooLarge)
+    if too_large is not None:
+        # Not retried: the same question would get the same swollen answer.
+        return _Failure(str(too_large), "reply too large", Action.FAIL)
     fault = _transport_fault(exc, endpoint)
     if fault is not None:
         error, fatal = fault
@@ -283,9 +304,13 @@ async def chat(
     schema: dict | None = None,
     schema_name: str = GRADE_SCHEMA_NAME,
     max_tokens: int | None = None,
+    subject: str = "",
 ) -> Reply:
     """One completion (Chat Completions or Responses, as the endpoint says), retried on
     transport faults; raises CallFailed when it gives up, fatal when the run cannot work.
+    `subject` names what the call is about (a response under grading): once a call about it
+    fails in a way no call about it can escape (a content filter, the context length), the
+    others fail with that reason, unsent.
 
     A reply is not yet a success: the caller tells the watch once it knows whether the
     answer is of use (a grader's verdict read, a sample stored)."""
@@ -297,50 +322,84 @@ async def chat(
     for attempt in range(1, policy.max_attempts + 1):
         if watch is not None and watch.reason is not None:
             raise CallFailed(watch.reason, attempts=attempt - 1, fatal=True)
+        if watch is not None and subject in watch.ungradable:
+            raise CallFailed(watch.ungradable[subject], attempts=attempt - 1)
         await limiter.acquire(endpoint, estimate)
-        try:
-            # client.post instead of the typed create(): the typed call's request
-            # transform and response model cost about a third of a grade's CPU time, and
-            # we read a few fields. The openai client still does URL, auth and errors.
-            raw = await client.post(path, body=body, cast_to=bytes)
-            reply = parse_reply(raw, api_style=endpoint.api_style, attempts=attempt)
-        except openai.APIStatusError as exc:
-            await limiter.settle(endpoint, -estimate)
-            failure = _status_failure(exc, endpoint)
-        except openai.APIConnectionError as exc:  # timeouts included
-            failure = _transport_failure(exc, endpoint)
-        except EmptyAnswer as exc:
-            failure = _Failure(f"the endpoint's answer is empty: {exc}", "empty answer", Action.FAIL)
-        except NotACompletion as exc:
-            failure = _Failure(
-                redact(f"the endpoint's answer is not a completion: {exc}", _keys(endpoint)),
-                "not a completion",
-                Action.RETRY,
-            )
-        else:
-            await limiter.settle(endpoint, reply.prompt_tokens + reply.completion_tokens - estimate)
-            return reply
+        outcome = await _attempt(client, endpoint, path, body, attempt=attempt, limiter=limiter, estimate=estimate)
+        if isinstance(outcome, Reply):
+            return outcome
+        failure = outcome
         if failure.action is Action.FATAL:
             if watch is not None:
                 watch.trip(failure.error)
             raise CallFailed(failure.error, attempts=attempt, fatal=True)
+        if failure.conversation_bound and failure.action is Action.FAIL:
+            failure = replace(failure, error=UNGRADABLE + failure.error)
         last = attempt == policy.max_attempts or failure.action is Action.FAIL
         if watch is not None and (failure.action is not Action.RETRY_UNCOUNTED or last):
             # A rate limit counts only when the call gives up on it: a run whose every call
             # is turned away still stops within the streak.
-            watch.failed(failure.error, failure.kind)
+            bound = subject if failure.conversation_bound and failure.action is Action.FAIL else ""
+            watch.failed(failure.error, failure.kind, subject=bound)
             if watch.reason is not None:
                 raise CallFailed(watch.reason, attempts=attempt, fatal=True)
         if failure.action is Action.FAIL:
             raise CallFailed(failure.error, attempts=attempt)
         if last:
             raise CallFailed(f"{failure.error} (gave up after {attempt} attempts)", attempts=attempt)
-        delay = policy.backoff(attempt)
         if failure.retry_after is not None:
-            # The server said when; a little jitter keeps the workers it told from returning in step.
-            delay = min(policy.max_retry_after, failure.retry_after) + random.uniform(0, 0.1 * policy.base_delay)  # noqa: S311 - jitter
-        await asyncio.sleep(delay)
+            # The server said when: it holds every call of the run (the shared limiter), and
+            # this one waits in acquire() with the others, which resume spread out and at the
+            # pace the provider stated, not in a burst it would refuse again.
+            await limiter.slow_down(
+                endpoint,
+                seconds=min(policy.max_retry_after, failure.retry_after),
+                requests_per_minute=failure.stated[0],
+                tokens_per_minute=failure.stated[1],
+            )
+            continue
+        await asyncio.sleep(policy.backoff(attempt))
     raise AssertionError("unreachable")
+
+
+async def _attempt(
+    client: LiveClient,
+    endpoint: CallTarget,
+    path: str,
+    body: dict,
+    *,
+    attempt: int,
+    limiter: RateLimiter,
+    estimate: int,
+) -> Reply | _Failure:
+    """One request of a call: its reply, or what went wrong (the limiter settled either way)."""
+    try:
+        # Not the typed create(): its request transform and response model cost about
+        # a third of a grade's CPU time, and we read a few fields (LiveClient).
+        sent = await client.post(path, body)
+        reply = parse_reply(sent.content, api_style=endpoint.api_style, attempts=attempt)
+    except openai.APIStatusError as exc:
+        await limiter.settle(endpoint, -estimate)
+        return _status_failure(exc, endpoint)
+    except openai.APIConnectionError as exc:  # timeouts included
+        return _transport_failure(exc, endpoint)
+    except ErrorReply as exc:
+        await limiter.settle(endpoint, -estimate)
+        return _error_reply_failure(exc, endpoint)
+    except EmptyAnswer as exc:
+        return _Failure(f"the endpoint's answer is empty: {exc}", "empty answer", Action.FAIL)
+    except NotACompletion as exc:
+        return _Failure(
+            redact(f"the endpoint's answer is not a completion: {exc}", _keys(endpoint)),
+            "not a completion",
+            Action.RETRY,
+        )
+    await limiter.settle(endpoint, reply.prompt_tokens + reply.completion_tokens - estimate)
+    return reply
+
+
+# The token counts of a reply, of a grade's outcome and of what a grade spent, by one name each.
+_USAGE = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens")
 
 
 @dataclass
@@ -356,22 +415,15 @@ class _Spent:
 
     def add(self, reply: Reply) -> None:
         self.attempts += reply.attempts
-        self.prompt_tokens += reply.prompt_tokens
-        self.completion_tokens += reply.completion_tokens
-        self.cached_tokens += reply.cached_tokens
-        self.reasoning_tokens += reply.reasoning_tokens
-        self.cache_write_tokens += reply.cache_write_tokens
+        for name in _USAGE:
+            setattr(self, name, getattr(self, name) + getattr(reply, name))
 
     def outcome(self, **fields) -> GradeOutcome:
-        return GradeOutcome(
-            attempts=self.attempts,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            cached_tokens=self.cached_tokens,
-            reasoning_tokens=self.reasoning_tokens,
-            cache_write_tokens=self.cache_write_tokens,
-            **fields,
-        )
+        return GradeOutcome(attempts=self.attempts, **_usage(self), **fields)
+
+
+def _usage(source: Any) -> dict[str, Any]:
+    return {name: getattr(source, name) for name in _USAGE}
 
 
 def _quote(text: str) -> str:
@@ -381,17 +433,44 @@ def _quote(text: str) -> str:
     return f"“{text}”" if text else "(no words given)"
 
 
-async def ask_grader(
+T = TypeVar("T")
+
+
+@dataclass
+class _Asked(Generic[T]):
+    """Where the ask/retry loop ended: a read answer, or the outcome of a grade that failed."""
+
+    answer: T | None
+    failure: GradeOutcome | None
+    spent: _Spent
+    raw: str
+
+
+def _refusal(reply: Reply) -> str:
+    if reply.filtered and not reply.content.strip():
+        return "the provider's content filter withheld the grader's answer (finish reason content_filter)"
+    return f"the grader refused: {_quote(reply.content)}"
+
+
+async def _ask_until_read(
     endpoint: CallTarget,
     prompt: str,
+    read: Callable[[str], T],
     *,
+    schema: dict | None,
+    schema_name: str,
     limiter: RateLimiter,
-    policy: RetryPolicy = DEFAULT_RETRY,
-    watch: FailureWatch | None = None,
-) -> GradeOutcome:
-    """Ask the grader about one rendered prompt; never raises for the grader's faults."""
+    policy: RetryPolicy,
+    watch: FailureWatch | None,
+    subject: str = "",
+) -> _Asked[T]:
+    """The one ask/retry loop of a grader call (per criterion and per response alike): ask,
+    ask again once with twice the output limit when the answer was cut off at the endpoint's,
+    and ask again up to `format_attempts` answers while `read` finds it malformed. A failed
+    call, a refusal, a second cut-off or too many unreadable answers end it with a failure,
+    counted by the watch; a read answer is not yet told to the watch (the caller knows when
+    the grade is of use)."""
     messages = [{"role": "user", "content": prompt}]
-    schema = GRADE_SCHEMA if endpoint.structured_output else None
     spent = _Spent()
     limit = endpoint.max_tokens
     problem, raw = "", ""
@@ -399,31 +478,70 @@ async def ask_grader(
     while answers < policy.format_attempts:
         try:
             reply = await chat(
-                endpoint, messages, limiter=limiter, policy=policy, watch=watch, schema=schema, max_tokens=limit
+                endpoint,
+                messages,
+                limiter=limiter,
+                policy=policy,
+                watch=watch,
+                schema=schema,
+                schema_name=schema_name,
+                max_tokens=limit,
+                subject=subject,
             )
         except CallFailed as exc:
             failed = spent.outcome(met=None, error=str(exc), raw_output=raw, fatal=exc.fatal)
-            return replace(failed, attempts=spent.attempts + exc.attempts)
+            return _Asked(None, replace(failed, attempts=spent.attempts + exc.attempts), spent, raw)
         spent.add(reply)
         raw = reply.content
         if reply.refused:
-            return _failed(spent, watch, f"the grader refused: {_quote(reply.content)}", "grader refused", raw)
+            refused = _failed(spent, watch, _refusal(reply), "grader refused", raw)
+            return _Asked(None, refused, spent, raw)
         if reply.truncated:
             if limit is not None and limit == endpoint.max_tokens:
                 limit = limit * 2  # once, with room to finish
                 continue
             at = f"{limit} output tokens" if limit is not None else "the model's own output limit"
-            return _failed(spent, watch, f"the grader's answer was cut off at {at}", "cut off", raw)
+            return _Asked(
+                None, _failed(spent, watch, f"the grader's answer was cut off at {at}", "cut off", raw), spent, raw
+            )
         answers += 1
         try:
-            answer = parse_answer(reply.content)
+            return _Asked(read(reply.content), None, spent, raw)
         except MalformedAnswer as exc:
             problem = str(exc)
-            continue
-        if watch is not None:
-            watch.succeeded()
-        return spent.outcome(met=answer.met, explanation=answer.explanation, raw_output=raw)
-    return _failed(spent, watch, f"unreadable answer {policy.format_attempts} times: {problem}", "unreadable", raw)
+    unreadable = _failed(
+        spent, watch, f"unreadable answer {policy.format_attempts} times: {problem}", "unreadable", raw
+    )
+    return _Asked(None, unreadable, spent, raw)
+
+
+async def ask_grader(
+    endpoint: CallTarget,
+    prompt: str,
+    *,
+    limiter: RateLimiter,
+    policy: RetryPolicy = DEFAULT_RETRY,
+    watch: FailureWatch | None = None,
+    subject: str = "",
+) -> GradeOutcome:
+    """Ask the grader about one rendered prompt (about `subject`, see chat); never raises for
+    the grader's faults."""
+    asked = await _ask_until_read(
+        endpoint,
+        prompt,
+        lambda content: parse_answer(content, lenient=endpoint.lenient_answers),
+        schema=GRADE_SCHEMA if endpoint.structured_output else None,
+        schema_name=GRADE_SCHEMA_NAME,
+        limiter=limiter,
+        policy=policy,
+        watch=watch,
+        subject=subject,
+    )
+    if asked.failure is not None or asked.answer is None:
+        return asked.failure or asked.spent.outcome(met=None, error="no answer")
+    if watch is not None:
+        watch.succeeded()
+    return asked.spent.outcome(met=asked.answer.met, explanation=asked.answer.explanation, raw_output=asked.raw)
 
 
 async def ask_grader_chunk(
@@ -435,65 +553,31 @@ async def ask_grader_chunk(
     limiter: RateLimiter,
     policy: RetryPolicy = DEFAULT_RETRY,
     watch: FailureWatch | None = None,
+    subject: str = "",
 ) -> list[GradeOutcome]:
     """Ask the grader about a chunk of `n` criteria of one response (a per-response prompt,
     grading.pipeline.response_prompt); one outcome per criterion, in order. Never raises for
     the grader's faults.
 
-    The chunk's answer follows the per-criterion rules: a failed call, a refusal, an answer
-    cut off twice or unreadable `format_attempts` times fails every criterion of the chunk
-    (missing, never "not met"). A readable answer whose entry for a criterion is missing,
-    repeated or not a boolean leaves that criterion to a per-criterion call of its own
-    (`fallback_prompt(index)`, index from 0), made in this same lane, so the run's
-    concurrency bound holds. The chunk's tokens are shared among its criteria and its
+    The chunk's answer follows the per-criterion rules (the same loop): a failed call, a
+    refusal, an answer cut off twice or unreadable `format_attempts` times fails every
+    criterion of the chunk (missing, never "not met"). A readable answer whose entry for a
+    criterion is missing, repeated or not a boolean leaves that criterion to a per-criterion
+    call of its own (`fallback_prompt(index)`, index from 0), made in this same lane, so the
+    run's concurrency bound holds. The chunk's tokens are shared among its criteria and its
     requests counted on the first, so the run's sums are what the provider billed."""
-    messages = [{"role": "user", "content": prompt}]
-    schema = CHUNK_SCHEMA if endpoint.structured_output else None
-    spent = _Spent()
-    limit = endpoint.max_tokens
-    problem, raw = "", ""
-    answers = 0
-    failure: GradeOutcome | None = None
-    chunk = None
-    while answers < policy.format_attempts:
-        try:
-            reply = await chat(
-                endpoint,
-                messages,
-                limiter=limiter,
-                policy=policy,
-                watch=watch,
-                schema=schema,
-                schema_name=CHUNK_SCHEMA_NAME,
-                max_tokens=limit,
-            )
-        except CallFailed as exc:
-            failure = spent.outcome(met=None, error=str(exc), raw_output=raw, fatal=exc.fatal)
-            failure = replace(failure, attempts=spent.attempts + exc.attempts)
-            break
-        spent.add(reply)
-        raw = reply.content
-        if reply.refused:
-            failure = _failed(spent, watch, f"the grader refused: {_quote(reply.content)}", "grader refused", raw)
-            break
-        if reply.truncated:
-            if limit is not None and limit == endpoint.max_tokens:
-                limit = limit * 2
-                continue
-            at = f"{limit} output tokens" if limit is not None else "the model's own output limit"
-            failure = _failed(spent, watch, f"the grader's answer was cut off at {at}", "cut off", raw)
-            break
-        answers += 1
-        try:
-            chunk = read_chunk_answer(reply.content, n)
-        except MalformedAnswer as exc:
-            problem = str(exc)
-            continue
-        break
-    if chunk is None and failure is None:
-        failure = _failed(
-            spent, watch, f"unreadable answer {policy.format_attempts} times: {problem}", "unreadable", raw
-        )
+    asked = await _ask_until_read(
+        endpoint,
+        prompt,
+        lambda content: read_chunk_answer(content, n),
+        schema=CHUNK_SCHEMA if endpoint.structured_output else None,
+        schema_name=CHUNK_SCHEMA_NAME,
+        limiter=limiter,
+        policy=policy,
+        watch=watch,
+        subject=subject,
+    )
+    chunk, failure, spent, raw = asked.answer, asked.failure, asked.spent, asked.raw
     if failure is not None or chunk is None:
         return _shared(failure or spent.outcome(met=None, error="no answer"), n)
     if watch is not None:
@@ -511,27 +595,16 @@ async def ask_grader_chunk(
         own = base[index]
         if own is None:
             own = replace(
-                await ask_grader(endpoint, fallback_prompt(index), limiter=limiter, policy=policy, watch=watch),
+                await ask_grader(
+                    endpoint, fallback_prompt(index), limiter=limiter, policy=policy, watch=watch, subject=subject
+                ),
                 fallback=True,
             )
             # The chunk's share of this criterion comes on top of its own call.
             outcomes.append(_plus(own, shared[index]))
         else:
-            outcomes.append(
-                replace(
-                    own,
-                    attempts=shared[index].attempts,
-                    prompt_tokens=shared[index].prompt_tokens,
-                    completion_tokens=shared[index].completion_tokens,
-                    cached_tokens=shared[index].cached_tokens,
-                    reasoning_tokens=shared[index].reasoning_tokens,
-                    cache_write_tokens=shared[index].cache_write_tokens,
-                )
-            )
+            outcomes.append(replace(own, attempts=shared[index].attempts, **_usage(shared[index])))
     return outcomes
-
-
-_USAGE = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens")
 
 
 def _shared(outcome: GradeOutcome, n: int) -> list[GradeOutcome]:

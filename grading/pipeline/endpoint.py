@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from grading.endpoint_access import AZURE, AccessError, azure_problem, resolved
 from grading.endpoint_rules import base_url_problem, key_variable_problem
 
 if TYPE_CHECKING:
@@ -38,8 +39,19 @@ class CallTarget:
     reasoning: bool = False
     reasoning_effort: str = ""
     structured_output: bool = False
+    # Read the grader's answer leniently (grading.pipeline.grader_prompt.parse_answer).
+    lenient_answers: bool = True
     name: str = ""
     system_message: str = ""
+    provider: str = "openai"
+    api_version: str = ""  # Azure OpenAI's classic API
+    key_header: str = ""
+    extra_headers: tuple[tuple[str, str], ...] = ()
+    extra_query: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def azure_classic(self) -> bool:
+        return self.provider == AZURE and bool(self.api_version)
 
     @classmethod
     def of(cls, config: GraderConfig) -> CallTarget:
@@ -56,16 +68,43 @@ class CallTarget:
             reasoning=config.reasoning,
             reasoning_effort=config.reasoning_effort,
             structured_output=config.structured_output,
+            lenient_answers=config.lenient_answers,
             name=config.endpoint_name or config.model,
             system_message=config.system_message,
+            provider=config.provider,
+            api_version=config.api_version,
+            key_header=config.key_header,
+            extra_headers=tuple(sorted((config.extra_headers or {}).items())),
+            extra_query=tuple(sorted((config.extra_query or {}).items())),
         )
 
     def check(self) -> None:
         """The operator's policy, checked again where the call is made: the key variable
         must be on the allowlist and the URL allowed, whatever the database says."""
         problem = key_variable_problem(self.api_key_env) or base_url_problem(self.base_url)
+        if not problem and self.provider == AZURE:
+            problem = azure_problem(self.base_url, self.api_version)
         if problem:
             raise EndpointConfigError(f"endpoint {self.name}: {problem}")
+        self.headers()
+        self.query()
+
+    def headers(self) -> dict[str, str]:
+        """The extra headers to send, with the key in its own header when one is named; secrets
+        read now from their allowlisted variables. Raises EndpointConfigError."""
+        try:
+            headers = resolved(dict(self.extra_headers), where=f"endpoint {self.name}, extra headers")
+        except AccessError as exc:
+            raise EndpointConfigError(str(exc)) from None
+        if self.key_header and self.key_header.lower() != "authorization" and self.api_key_env:
+            headers[self.key_header] = self.api_key()
+        return headers
+
+    def query(self) -> dict[str, str]:
+        try:
+            return resolved(dict(self.extra_query), where=f"endpoint {self.name}, extra query parameters")
+        except AccessError as exc:
+            raise EndpointConfigError(str(exc)) from None
 
     def api_key(self) -> str:
         """The key from the named environment variable. No name: a local server that wants none."""

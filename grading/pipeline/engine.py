@@ -70,7 +70,7 @@ def submit(coro: Coroutine[Any, Any, R]) -> concurrent.futures.Future[R]:
 
 def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
     # Closed HTTP sessions leave quietly; unclosed ones complain as the interpreter exits.
-    from grading.pipeline.client import close_clients
+    from grading.pipeline.endpoint_clients import close_clients
 
     if loop.is_running():
         # Exiting anyway: a session that fails to close only costs the warning.

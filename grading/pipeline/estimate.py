@@ -1,8 +1,8 @@
-"""What a grading run will do before it starts: the request (RunSpec), the work it comes
+"""What a grading run will do before it starts: the request (RunRequest), the work it comes
 to (Plan: grades per response or per conversation), and what that costs (Estimate), in
 calls, tokens and dollars from the endpoints' prices.
 
-The command and the launch page both build a RunSpec, show the Estimate, then launch.
+The command and the launch page both build a RunRequest, show the Estimate, then launch.
 """
 
 from __future__ import annotations
@@ -14,92 +14,33 @@ from decimal import Decimal
 from django.db.models import Count, Sum
 from django.db.models.functions import Length
 
-from annotation.models import Criterion, Subset
+from annotation.models import Criterion
 from grading.endpoint_rules import endpoint_problems
 from grading.models import Endpoint, Grade, Response, Run
-from grading.pipeline import response_prompt
 from grading.pipeline.cost import Prices, cost_of
-from grading.pipeline.grader_prompt import (
-    DEFAULT_TEMPLATE,
-    TemplateError,
-    check_template,
-    rendered_length,
-    shared_prefix_length,
-)
+from grading.pipeline.grader_prompt import TemplateError, check_template
+from grading.pipeline.modes import DEFAULT, MODES, mode_of
+from grading.pipeline.modes.base import CACHE_MIN_TOKENS, CACHE_STEP_TOKENS
 from grading.pipeline.request_shape import CHARS_PER_TOKEN
-from grading.pipeline.response_prompt import (
-    EXPLANATIONS,
-    MODES,
-    PER_CRITERION,
-    PER_RESPONSE,
-    chunk_bounds,
-    line_overhead,
-)
+from grading.pipeline.response_prompt import EXPLANATIONS
+from grading.pipeline.run_request import RunRequest, RunSpecError
 from grading.plans import labelled_rubric, rubric_drift
 
 # Assumptions of the estimate, printed with it.
-ANSWER_TOKENS = 80  # a grader's JSON answer: a sentence or two and a boolean
 SAMPLED_RESPONSE_TOKENS = 400  # a policy model's reply, before we have it
 MAX_CONCURRENCY = 1000
 REASONING_TOKENS = 300  # a reasoning grader at low effort thinks before answering (varies widely)
-# Per-response answers: the JSON around the entries, per call (an entry's own tokens depend on
-# the explanation length: response_prompt.EXPLANATIONS).
-CHUNK_ANSWER_TOKENS = 8
-# Providers cache a prompt's prefix once it is this long, and serve it in steps (OpenAI:
-# 1,024 tokens, then steps of 128); the grader prompts of one response share everything up
-# to the criterion (or the criteria, per response). The test server reports the same.
-CACHE_MIN_TOKENS = 1024
-CACHE_STEP_TOKENS = 128
+# The answers' tokens and the prompt cache's steps are each grading mode's
+# (grading.pipeline.modes): ANSWER_TOKENS is the per-criterion mode's.
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """A grading run as asked for: grade the responses of `responses_from` again, or sample
-    `samples` responses per conversation of `subset` from `policy` and grade those."""
-
-    name: str
-    grader: Endpoint | None
-    template: str = DEFAULT_TEMPLATE
-    concurrency: int = 16
-    use_cache: bool = True
-    responses_from: Run | None = None
-    subset: Subset | None = None
-    policy: Endpoint | None = None
-    samples: int = 1
-    # With responses_from: grade its responses only on the criteria added or edited since it
-    # was graded (grading.plans.rubric_drift), as they are now.
-    rubric_changes: bool = False
-    # Grade every (response, consensus criterion) that physicians labelled, as stored now
-    # (the meta-eval's items: grading.plans.labelled_rubric), with no source run.
-    labelled: bool = False
-    # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
-    length_adjusted: bool = False
-    healthbench_professional: bool = False
-    grading_mode: str = PER_CRITERION
-    # Per response: what each verdict explains itself in (response_prompt.EXPLANATIONS).
-    explanation_length: str = ""
-
-    @property
-    def explanation(self) -> str:
-        return self.explanation_length or response_prompt.DEFAULT_EXPLANATION
-
-    # Graded through the provider's Batch API (grading.pipeline.provider_batches), at its prices.
-    batch: bool = False
-
-
-def run_concurrency(spec: RunSpec) -> int:
+def run_concurrency(spec: RunRequest) -> int:
     """The run's bound of calls in flight: as asked, within its endpoints' limits."""
     limits = [e.max_concurrency for e in (spec.grader, spec.policy) if e is not None and e.max_concurrency]
     return min([spec.concurrency, *limits])
 
 
-class RunSpecError(ValueError):
-    def __init__(self, problems: list[str]):
-        super().__init__("; ".join(problems))
-        self.problems = problems
-
-
-def spec_check(spec: RunSpec) -> None:
+def spec_check(spec: RunRequest) -> None:
     """Raise RunSpecError listing everything wrong with `spec`."""
     problems = []
     if not spec.name.strip():
@@ -122,7 +63,7 @@ def spec_check(spec: RunSpec) -> None:
         problems.append(f"grading mode {spec.grading_mode!r} is not one of {', '.join(MODES)}")
     if spec.explanation_length and spec.explanation_length not in EXPLANATIONS:
         problems.append(f"explanation length {spec.explanation_length!r} is not one of {', '.join(EXPLANATIONS)}")
-    elif spec.explanation_length and spec.grading_mode != PER_RESPONSE:
+    elif spec.explanation_length and spec.grading_mode in MODES and not mode_of(spec.grading_mode).takes_explanation:
         problems.append("the explanation length is a setting of the per-response mode")
     if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
         problems.append(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
@@ -167,7 +108,7 @@ class Plan:
     cacheable_chars: int = 0
     # A run of rubric changes: the criteria it grades per conversation (Run.plan_rubric).
     rubric: dict[str, list[list]] | None = None
-    grading_mode: str = PER_CRITERION
+    grading_mode: str = DEFAULT
     calls: int = 0  # grader calls (per response: chunks of at most CRITERIA_PER_CALL criteria)
 
     @property
@@ -178,31 +119,26 @@ class Plan:
 class _Prompts:
     """Grader calls and prompt characters for one response of `n` criteria, in the spec's mode."""
 
-    def __init__(self, spec: RunSpec):
+    def __init__(self, spec: RunRequest):
         self.mode = spec.grading_mode
         self.template = spec.template
         self.explanation = spec.explanation
-        self.overhead = (
-            response_prompt.rendered_overhead(self.explanation)
-            if self.mode == PER_RESPONSE
-            else rendered_length(spec.template, conversation_chars=0, item_chars=0)
-        )
+        self.cost = mode_of(spec.grading_mode)
+        self.overhead = self.cost.prompt_overhead(spec.template, self.explanation)
 
     def of(self, n: int, conversation_chars: int, item_chars: int) -> tuple[int, int, int]:
         """(calls, prompt chars, cacheable chars). ``item_chars``: the criteria's texts."""
-        items = item_chars + n * 6  # "[-5] " before each text
-        if self.mode == PER_RESPONSE:
-            calls = len(chunk_bounds(n))
-            lines = sum(line_overhead(k) for k in range(n))
-            prefix = response_prompt.shared_prefix_length(
-                conversation_chars=conversation_chars, explanation=self.explanation
-            )
-            return calls, calls * (self.overhead + conversation_chars) + items + lines, _cacheable(calls, prefix)
-        prefix = shared_prefix_length(self.template, conversation_chars=conversation_chars)
-        return n, n * (self.overhead + conversation_chars) + items, _cacheable(n, prefix)
+        return self.cost.calls_and_chars(
+            n,
+            conversation_chars=conversation_chars,
+            item_chars=item_chars,
+            overhead=self.overhead,
+            template=self.template,
+            explanation=self.explanation,
+        )
 
 
-def run_plan(spec: RunSpec) -> Plan:
+def run_plan(spec: RunRequest) -> Plan:
     """The work of a checked spec, from three aggregate queries at most."""
     prompts = _Prompts(spec)
     if spec.labelled:
@@ -248,7 +184,7 @@ def run_plan(spec: RunSpec) -> Plan:
     return plan
 
 
-def responses_plan(spec: RunSpec, responses: Iterable[tuple[int, int, int, int]]) -> Plan:
+def responses_plan(spec: RunRequest, responses: Iterable[tuple[int, int, int, int]]) -> Plan:
     """The plan of grading given responses: per response (id, criteria, characters of its
     conversation's messages as stored JSON plus its text, characters of its criteria's texts).
     run_plan reads these from the database; the grading modes benchmark passes its own."""
@@ -262,7 +198,7 @@ def responses_plan(spec: RunSpec, responses: Iterable[tuple[int, int, int, int]]
     return plan
 
 
-def _changes_plan(spec: RunSpec, prompts: _Prompts) -> Plan:
+def _changes_plan(spec: RunRequest, prompts: _Prompts) -> Plan:
     """Each response of the source run on its conversation's criteria added or edited since."""
     source = spec.responses_from
     if source is None:
@@ -310,16 +246,6 @@ def _labelled_plan(prompts: _Prompts) -> Plan:
     return plan
 
 
-def _cacheable(calls: int, prefix_chars: int) -> int:
-    """Characters the cache serves to the calls about one response after its first: the
-    shared prefix in whole steps, once it reaches the provider's minimum. Whole steps lose
-    half a step on average (the prefix's exact length is not known here, to a step)."""
-    step = CACHE_STEP_TOKENS * CHARS_PER_TOKEN
-    if prefix_chars // step * step < CACHE_MIN_TOKENS * CHARS_PER_TOKEN:
-        return 0
-    return max(0, calls - 1) * (prefix_chars - step // 2)
-
-
 @dataclass(frozen=True)
 class Estimate:
     grader_calls: int
@@ -338,10 +264,11 @@ class Estimate:
     policy_endpoint: str = ""
     concurrency: int = 0
     concurrency_asked: int = 0
-    grading_mode: str = PER_CRITERION
+    grading_mode: str = DEFAULT
     explanation_length: str = ""
     grades: int = 0
     batch_discount: Decimal | None = None  # set for a batched run: the share off the grader's prices
+    criteria: str = ""  # which criteria of each response it grades (criteria_graded)
 
     @property
     def cost(self) -> Decimal | None:
@@ -363,21 +290,9 @@ class Estimate:
                 f"Sampling: {self.policy_calls:,} policy calls, about {self.policy_prompt_tokens:,} prompt tokens "
                 f"and at most {self.policy_completion_tokens_max:,} completion tokens."
             )
-        if self.grading_mode == PER_RESPONSE:
-            words, per_entry = EXPLANATIONS[self.explanation_length or response_prompt.DEFAULT_EXPLANATION]
-            out.append(
-                f"Grading per response: {self.grader_calls:,} grader calls for {self.grades:,} criteria on "
-                f"{self.responses:,} responses (at most {response_prompt.CRITERIA_PER_CALL} criteria a call), "
-                f"about {self.prompt_tokens:,} prompt tokens and {self.completion_tokens:,} completion tokens "
-                f"(~{per_entry} per criterion, explained in {words}; retries, re-asks and per-criterion "
-                "fallbacks come on top)."
-            )
-        else:
-            out.append(
-                f"Grading: {self.grader_calls:,} grader calls on {self.responses:,} responses, about "
-                f"{self.prompt_tokens:,} prompt tokens and {self.completion_tokens:,} completion tokens "
-                f"(~{ANSWER_TOKENS} per answer; retries and re-asks come on top)."
-            )
+        out.append(mode_of(self.grading_mode).estimate_line(self))
+        if self.criteria:
+            out.append(f"Criteria graded: {self.criteria}.")
         if self.reasoning_tokens:
             out.append(
                 f"The grader is a reasoning model: about {REASONING_TOKENS} reasoning tokens per answer are "
@@ -423,7 +338,21 @@ class Estimate:
         return f"Cost: about ${self.cost:,.2f}, at the endpoint's prices per million tokens."
 
 
-def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
+def criteria_graded(spec: RunRequest) -> str:
+    """Which criteria of each response a run grades, in words for its estimate: a Consensus
+    subset grades only the cluster criteria, whatever its name."""
+    if spec.labelled:
+        return "the consensus criteria physicians labelled on each response"
+    if spec.responses_from is not None and spec.rubric_changes:
+        return "the criteria added or edited since the source run graded them"
+    if spec.responses_from is not None:
+        return f"the criteria {spec.responses_from.name} graded each response on"
+    if spec.subset is not None and spec.subset.only_cluster_criteria:
+        return f"the level:cluster criteria only ({spec.subset.name} is a Consensus subset)"
+    return "every criterion of each conversation's rubric"
+
+
+def plan_estimate(spec: RunRequest, plan: Plan) -> Estimate:
     if spec.grader is None:
         raise RunSpecError(["choose a grader endpoint"])
     calls = plan.calls
@@ -460,18 +389,16 @@ def plan_estimate(spec: RunSpec, plan: Plan) -> Estimate:
         else None,
         grader_endpoint=spec.grader.name,
         policy_endpoint=spec.policy.name if spec.policy else "",
+        criteria=criteria_graded(spec),
         concurrency=run_concurrency(spec),
         concurrency_asked=spec.concurrency,
         grading_mode=plan.grading_mode,
-        explanation_length=spec.explanation if plan.grading_mode == PER_RESPONSE else "",
+        explanation_length=spec.explanation if mode_of(plan.grading_mode).takes_explanation else "",
         grades=plan.grades,
         batch_discount=spec.grader.batch_discount if spec.batch else None,
     )
 
 
 def answer_tokens(mode: str, explanation: str, *, calls: int, grades: int) -> int:
-    """The grader's answers, reasoning aside: ANSWER_TOKENS per call per criterion; per
-    response, each criterion's entry and the JSON around them."""
-    if mode == PER_RESPONSE:
-        return grades * EXPLANATIONS[explanation][1] + calls * CHUNK_ANSWER_TOKENS
-    return calls * ANSWER_TOKENS
+    """The grader's answers, reasoning aside, as the mode counts them."""
+    return mode_of(mode).answer_tokens(explanation, calls=calls, grades=grades)

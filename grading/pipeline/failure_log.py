@@ -14,6 +14,7 @@ import re
 from django.core.cache import cache
 
 from grading.models import Run
+from grading.pipeline.provider_errors import UNGRADABLE
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ _CLASSES = (
 
 def failure_class(error: str) -> str:
     """A short, stable name for the kind of failure an error message describes."""
+    if error.startswith(UNGRADABLE):
+        return "conversation refused"
     match = _HTTP.match(error)
     if match:
         return f"HTTP {match.group(1)}"

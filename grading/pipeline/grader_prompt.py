@@ -12,32 +12,32 @@ sha256 of its text; a run stores both.
 * Laid out for the provider's prompt cache: what every call about one response shares (the
   instructions, then the conversation and the response) comes first, the rubric item last,
   so the calls after a response's first are served mostly from the cache.
-* The answer is a JSON object ``{"explanation": str, "criteria_met": bool}``, read tolerantly:
-  bare, in a fenced block, or with text around it. A ``criteria_met`` that is not a JSON
-  boolean ("yes", 1, "true") makes the answer invalid, and the grader is asked again.
+* The answer is a JSON object ``{"explanation": str, "criteria_met": bool}``, read tolerantly
+  when the endpoint's ``lenient_answers`` is on: bare, in a fenced block, or with text around
+  it; off (the reference presets), as simple-evals reads it. A ``criteria_met`` that is not a
+  JSON boolean ("yes", 1, "true") makes the answer invalid, and the grader is asked again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+# The largest grader template file read: the published template is under 3 KB, ours under 2 KB.
+MAX_TEMPLATE_BYTES = 256 * 1024
 CONVERSATION = "<<conversation>>"
 RUBRIC_ITEM = "<<rubric_item>>"
 _PLACEHOLDER = re.compile(r"<<(conversation|rubric_item)>>")
 
-DEFAULT_TEMPLATE = """\
-You are reviewing one reply written by an AI assistant in a health conversation. Physicians
-wrote a rubric for this conversation; you judge the reply against a single item of it, shown
-after the conversation.
-
-# How to judge
-- Decide one thing: does the final reply do what the criterion describes? Nothing else about
-  the reply matters here, and there is no partial credit.
+# The judging rules and the conversation, shared word for word with the per-response prompt
+# (grading.pipeline.response_prompt), so the two modes judge alike. The templates' bytes are
+# what runs store the hash of: tests/test_grader_prompt.py pins both hashes.
+JUDGING_RULES = """\
 - A criterion that names several requirements is met only when the reply satisfies all of
   them. Where it gives examples ("such as ...", "for example ..."), the reply need not cover
   every example.
@@ -47,23 +47,41 @@ after the conversation.
   asking about allergies", a reply that recommends one without asking meets the criterion
   (true); a reply that asks first, or recommends nothing, does not (false).
 - Judge what the reply actually says, not what it might have meant to say.
-
-# Your answer
-Answer with a single JSON object and nothing else, in this form:
-{"explanation": "one or two sentences giving the reason", "criteria_met": true}
-criteria_met must be the JSON boolean true or false.
-
+"""
+CONVERSATION_SECTION = """\
 # The conversation
 Each turn is shown as "role: content". The final assistant turn is the reply under review;
 earlier turns are context only.
 
 <<conversation>>
+"""
 
+DEFAULT_TEMPLATE = (
+    """\
+You are reviewing one reply written by an AI assistant in a health conversation. Physicians
+wrote a rubric for this conversation; you judge the reply against a single item of it, shown
+after the conversation.
+
+# How to judge
+- Decide one thing: does the final reply do what the criterion describes? Nothing else about
+  the reply matters here, and there is no partial credit.
+"""
+    + JUDGING_RULES
+    + """
+# Your answer
+Answer with a single JSON object and nothing else, in this form:
+{"explanation": "one or two sentences giving the reason", "criteria_met": true}
+criteria_met must be the JSON boolean true or false.
+
+"""
+    + CONVERSATION_SECTION
+    + """
 # The rubric item
 It is shown as [points] followed by the criterion.
 
 <<rubric_item>>
 """
+)
 
 
 class TemplateError(ValueError):
@@ -94,13 +112,39 @@ def check_template(template: str) -> str:
 def load_template(path: str | Path) -> str:
     """A template file's text, checked; errors name the file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text_at_most(path, MAX_TEMPLATE_BYTES, what="a grader template file")
     except OSError as exc:
         raise TemplateError(f"cannot read the grader template {path}: {exc.strerror}") from None
+    except (FileTooLarge, UnicodeDecodeError) as exc:
+        raise TemplateError(f"cannot read the grader template {path}: {exc}") from None
     try:
         return check_template(text)
     except TemplateError as exc:
         raise TemplateError(f"{path}: {exc}") from None
+
+
+class FileTooLarge(ValueError):
+    """A file refused by its size before it is read."""
+
+
+def read_text_at_most(path: str | Path, limit: int, *, what: str) -> str:
+    """A UTF-8 file's text, refused by its size before a byte of it is read.
+
+    Never reads more than `limit` + 1 bytes, so a file that grows meanwhile, or a device that
+    has no size (/dev/zero), is refused too without filling memory.
+    """
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            raise FileTooLarge(f"it is {_size(size)}; {what} is at most {_size(limit)}")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLarge(f"it holds more than {_size(limit)}; {what} is at most {_size(limit)}")
+    return data.decode("utf-8")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1_000_000:,.1f} MB" if n >= 1_000_000 else f"{n / 1000:,.0f} KB" if n >= 1000 else f"{n} bytes"
 
 
 def conversation_block(messages: Sequence[Mapping[str, str]], response: str) -> str:
@@ -153,10 +197,24 @@ def json_objects(text: str) -> Iterator[object]:
         position = text.find("{", end)
 
 
-def parse_answer(text: str | None) -> GraderAnswer:
+_FENCE = re.compile(r"^```json\s*|\s*```$")
+
+
+def parse_answer(text: str | None, *, lenient: bool = True) -> GraderAnswer:
     """The verdict in a grader's answer. The last object with ``criteria_met`` counts: a
-    model that drafts and then corrects itself ends with its final answer."""
-    found = [v for v in json_objects(text or "") if isinstance(v, dict) and "criteria_met" in v]
+    model that drafts and then corrects itself ends with its final answer.
+
+    Not ``lenient``, the answer is read as simple-evals' ``parse_json_to_dict`` reads it: the
+    whole answer, a leading ```` ```json ```` and a trailing ```` ``` ```` taken off, must be
+    one JSON object; anything else is malformed, and the grader is asked again."""
+    if not lenient:
+        try:
+            whole = json.loads(_FENCE.sub("", (text or "").strip()))
+        except ValueError:
+            raise MalformedAnswer("the answer is not one JSON object (read as the reference reads it)") from None
+        found = [whole] if isinstance(whole, dict) and "criteria_met" in whole else []
+    else:
+        found = [v for v in json_objects(text or "") if isinstance(v, dict) and "criteria_met" in v]
     if not found:
         raise MalformedAnswer("the answer holds no JSON object with criteria_met")
     answer = found[-1]

@@ -11,8 +11,10 @@ from decimal import Decimal
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
-from grading.models import Grade, GradingMode, ProviderBatch, Response, Run, SampleFailure
+from grading.models import Grade, ProviderBatch, Response, Run, SampleFailure
 from grading.pipeline.cost import Prices, cost_of
+from grading.pipeline.modes import FALLBACK, MODES
+from grading.pipeline.provider_errors import UNGRADABLE
 
 RATE_WINDOW_SECONDS = 30
 
@@ -199,10 +201,10 @@ def run_progress(*, run: Run) -> Progress:
         failed=Count("id", filter=Q(status=Grade.Status.FAILED)),
         reused=Count("id", filter=Q(reused=True)),
         calls=Sum("attempts"),
-        # In a per-response run, its per-criterion grades are the fallbacks.
+        # In a run of another mode, the grades asked alone (per criterion) are the fallbacks.
         fallbacks=Count(
             "id",
-            filter=Q(mode=GradingMode.PER_CRITERION) & Q(run__grader_config__grading_mode=GradingMode.PER_RESPONSE),
+            filter=Q(mode=FALLBACK) & Q(run__grader_config__grading_mode__in=[n for n in MODES if n != FALLBACK]),
         ),
         recent=Count("id", filter=Q(created__gte=since)),
         prompt_tokens=Sum("prompt_tokens"),
@@ -320,3 +322,26 @@ def _provider_batches(run: Run) -> tuple[ProviderBatchState, ...]:
         # Not the requests column: it holds every request's key, and the page asks every 2 s.
         .values("batch_id", "status", "round", "total", "completed", "failed", "collected", "error")
     )
+
+
+@dataclass(frozen=True)
+class Ungradable:
+    """A conversation whose grades the provider refused (a content filter, the context length)."""
+
+    prompt_id: str
+    grades: int
+    reason: str
+
+
+def ungradable_conversations(*, run: Run, limit: int = 20) -> list[Ungradable]:
+    """The conversations of `run` the grader's provider refuses to grade, most grades first."""
+    rows = (
+        Grade.objects.filter(run=run, status=Grade.Status.FAILED, error__startswith=UNGRADABLE)
+        .values("response__conversation__prompt_id")
+        .annotate(grades=Count("id"), reason=Max("error"))
+        .order_by("-grades", "response__conversation__prompt_id")[:limit]
+    )
+    return [
+        Ungradable(row["response__conversation__prompt_id"], row["grades"], row["reason"].removeprefix(UNGRADABLE))
+        for row in rows
+    ]

@@ -64,6 +64,7 @@ class Line:
     body: Any = None
     error_code: str = ""
     error_message: str = ""
+    malformed: str = ""  # what is wrong with the line: its item fails with that, never the task
 
     @property
     def answered(self) -> bool:
@@ -71,7 +72,10 @@ class Line:
 
 
 def read_lines(data: bytes) -> tuple[dict[str, Line], list[str]]:
-    """({custom_id: line}, problems) of an output or error file; an unreadable line is a problem."""
+    """({custom_id: line}, problems) of an output or error file. A line without a custom_id
+    we can read is a problem (no item is known to be its); a line whose other fields are not
+    what the Batch API sends is kept as `malformed`, which fails its item with that reason.
+    Every field is checked before it is used: no line raises."""
     found: dict[str, Line] = {}
     problems: list[str] = []
     for number, raw in enumerate(data.splitlines(), start=1):
@@ -79,22 +83,50 @@ def read_lines(data: bytes) -> tuple[dict[str, Line], list[str]]:
             continue
         try:
             row = json.loads(raw)
-            custom_id = str(row["custom_id"])
-            response = row.get("response")
-            error = row.get("error") or {}
-        except (ValueError, KeyError, TypeError):
+        except ValueError:
+            row = None
+        custom_id = row.get("custom_id") if isinstance(row, dict) else None
+        if not isinstance(custom_id, str) or not custom_id:
             problems.append(f"line {number} of a result file is not a batch result")
             continue
-        if isinstance(response, dict) and response.get("status_code") is not None:
-            found[custom_id] = Line(custom_id, int(response["status_code"]), response.get("body"))
-        else:
-            found[custom_id] = Line(
-                custom_id,
-                None,
-                error_code=str(error.get("code") or ""),
-                error_message=str(error.get("message") or "no answer"),
-            )
+        found[custom_id] = _line(custom_id, row)
     return found, problems
+
+
+def _line(custom_id: str, row: dict) -> Line:
+    response, error = row.get("response"), row.get("error")
+    if response is not None and not isinstance(response, dict):
+        return malformed_line(custom_id, f"its response is {_kind(response)}, not an object")
+    if error is not None and not isinstance(error, dict):
+        return malformed_line(custom_id, f"its error is {_kind(error)}, not an object")
+    status = (response or {}).get("status_code")
+    if status is not None:
+        if isinstance(status, str) and status.isascii() and status.isdigit():
+            status = int(status)
+        if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+            return malformed_line(custom_id, f"its status_code is {_shown(status)}, not an HTTP status")
+        return Line(custom_id, status, (response or {}).get("body"))
+    code, message = (error or {}).get("code"), (error or {}).get("message")
+    for name, value in (("code", code), ("message", message)):
+        if value is not None and not isinstance(value, str | int):
+            return malformed_line(custom_id, f"its error {name} is {_kind(value)}, not text")
+    return Line(custom_id, None, error_code=str(code or ""), error_message=str(message or "no answer"))
+
+
+def malformed_line(custom_id: str, what: str) -> Line:
+    """A line whose item fails with `what`."""
+    return Line(custom_id, None, error_code="malformed_line", error_message=what, malformed=what)
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "text", bool: "true or false", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 @dataclass(frozen=True)

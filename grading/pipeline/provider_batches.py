@@ -48,17 +48,29 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from grading.endpoint_access import AZURE
 from grading.models import Grade, ProviderBatch, Run, RunBatch
 from grading.pipeline.client import GradeOutcome, _status_failure, _transport_failure
 from grading.pipeline.endpoint import CallTarget
+from grading.pipeline.endpoint_clients import batch_client
 from grading.pipeline.failure_log import failures_note
 from grading.pipeline.grader_prompt import MalformedAnswer, parse_answer
-from grading.pipeline.provider_batch_lines import AskAgain, Carry, Line, judge, read_lines, request_line, split_files
-from grading.pipeline.provider_errors import Action, read_error
-from grading.pipeline.replies import NotACompletion, parse_reply
+from grading.pipeline.provider_batch_lines import (
+    AskAgain,
+    Carry,
+    Line,
+    judge,
+    malformed_line,
+    read_lines,
+    request_line,
+    split_files,
+)
+from grading.pipeline.provider_errors import UNGRADABLE, Action, read_error
+from grading.pipeline.replies import EmptyAnswer, NotACompletion, parse_reply
 from grading.pipeline.request_shape import chunk_request, criterion_request
 from grading.pipeline.response_prompt import read_chunk_answer, split_usage
 from healthbench_web.redact import endpoint_keys, redact
+from healthbench_web.storable import REASON_CHARS, storable
 
 log = logging.getLogger(__name__)
 COMPLETION_WINDOW: Literal["24h"] = "24h"
@@ -96,21 +108,10 @@ def _line_of(custom_id: str) -> tuple[str, int | None]:
     return key, int(index) if index else None
 
 
-def batch_client(target: CallTarget) -> openai.OpenAI:
-    """A synchronous client for the Batch API calls (a handful per poll, from the task's own
-    thread). The client's own retries take care of a passing fault; redirects are never
-    followed, as with the live calls."""
-    return openai.OpenAI(
-        base_url=target.base_url or None,
-        api_key=target.api_key(),
-        timeout=max(target.timeout, 60.0),
-        max_retries=3,
-        http_client=openai.DefaultHttpxClient(timeout=max(target.timeout, 60.0), follow_redirects=False),
-    )
-
-
 def _endpoint_url(target: CallTarget) -> str:
-    return "/v1/responses" if target.api_style == "responses" else "/v1/chat/completions"
+    # Azure OpenAI names a batch's endpoint without the version prefix.
+    path = "/v1/responses" if target.api_style == "responses" else "/v1/chat/completions"
+    return path.removeprefix("/v1") if target.provider == AZURE else path
 
 
 def _line(target: CallTarget, custom_id: str, requests: dict[str, Request], carry: Carry) -> bytes | None:
@@ -127,7 +128,7 @@ def _line(target: CallTarget, custom_id: str, requests: dict[str, Request], carr
         path, body = chunk_request(target, request.prompt, max_tokens=limit)
     else:
         path, body = criterion_request(target, request.fallbacks[index], max_tokens=limit)
-    return request_line(custom_id, "/v1" + path, body)
+    return request_line(custom_id, path if target.provider == AZURE else "/v1" + path, body)
 
 
 def _control(target: CallTarget, call: Callable[[], Any]) -> Any:
@@ -272,7 +273,9 @@ def _poll(client: openai.OpenAI, target: CallTarget, row: ProviderBatch) -> None
     row.total, row.completed, row.failed = (counts.total, counts.completed, counts.failed) if counts else (0, 0, 0)
     row.output_file_id = found.output_file_id or ""
     row.error_file_id = found.error_file_id or ""
-    row.error = redact("; ".join(e for e in errors if e)[:2000], endpoint_keys())
+    row.error = storable(
+        redact(storable("; ".join(e for e in errors if e), REASON_CHARS), endpoint_keys()), REASON_CHARS
+    )
     row.polled = timezone.now()
     row.save(
         update_fields=["status", "total", "completed", "failed", "output_file_id", "error_file_id", "error", "polled"]
@@ -284,6 +287,8 @@ def _content(client: openai.OpenAI, target: CallTarget, file_id: str) -> bytes:
 
 
 def _no_answer(row: ProviderBatch, line: Line | None) -> str:
+    if line is not None and line.malformed:
+        return f"the provider batch's line for this request is malformed: {line.malformed}"
     if line is not None and line.error_code == "batch_expired":
         return "the provider batch expired before this request ran (batch_expired)"
     if line is not None:
@@ -319,18 +324,23 @@ def _outcomes_of_line(
         return failed(carry, _no_answer(row, line))
     if not line.answered:
         problem = read_error(line.status_code, line.body, text=json.dumps(line.body)[:2000])
-        return failed(carry, redact(problem.describe(target.name or target.model), endpoint_keys()))
+        said = redact(problem.describe(target.name or target.model), endpoint_keys())
+        return failed(carry, UNGRADABLE + said if problem.conversation_bound else said)
     try:
         reply = parse_reply(json.dumps(line.body).encode(), api_style=target.api_style, attempts=1)
     except NotACompletion as exc:
         return failed(carry, f"the endpoint's answer is not a completion: {exc}")
+    except EmptyAnswer as exc:
+        return failed(carry, f"the endpoint's answer is empty: {exc}")
     n = request.size
     step = judge(
         carry,
         reply,
         base_limit=target.max_tokens,
         format_attempts=format_attempts,
-        parse=(lambda text: read_chunk_answer(text, n)) if chunk else parse_answer,
+        parse=(lambda text: read_chunk_answer(text, n))
+        if chunk
+        else (lambda text: parse_answer(text, lenient=target.lenient_answers)),
         malformed=MalformedAnswer,
     )
     if isinstance(step, AskAgain):
@@ -413,9 +423,14 @@ def _collect(
         request = requests.get(key)
         if request is None:
             continue  # graded meanwhile (a resume, another claim's write)
-        settled, asked = _outcomes_of_line(
-            target, row, request, index, lines.get(custom_id), Carry.of(carried), format_attempts
-        )
+        line = lines.get(custom_id)
+        try:
+            settled, asked = _outcomes_of_line(target, row, request, index, line, Carry.of(carried), format_attempts)
+        except Exception as exc:  # a line no rule foresaw fails its item, never the task
+            log.warning("run %r provider batch %s: line %s", run.name, row.batch_id, custom_id, exc_info=True)
+            what = f"{type(exc).__name__}: {exc}"
+            bad = replace(line, malformed=what) if line is not None else malformed_line(custom_id, what)
+            settled, asked = _outcomes_of_line(target, row, request, index, bad, Carry.of(carried), format_attempts)
         for which, carry in asked.items():
             again[custom_id if which is None else f"{key}{FALLBACK}{which}"] = carry.as_json() or {"answers": 0}
         errors += [outcome.error for outcome in settled.values() if outcome.met is None]

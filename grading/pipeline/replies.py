@@ -16,7 +16,9 @@ of it:
 A refusal's words are the reply's text (what a user would read), marked ``refused``. A reply
 cut off at its output limit keeps the text it has, marked ``truncated``. A reply with no
 text at all, and neither mark, is a failed call (:class:`EmptyAnswer`), never graded as an
-empty answer; a body that is no completion at all (:class:`NotACompletion`) is asked again.
+empty answer; a body that is no completion at all (:class:`NotACompletion`) is asked again,
+and one that is an error object (:class:`ErrorReply`, an error sent with HTTP 200) is read as
+the error it names.
 
 Usage comes back under each API's own names, with the tokens the prompt cache served
 (``cached_tokens``), the tokens written to it where the provider reports them
@@ -45,10 +47,23 @@ class Reply:
     cache_write_tokens: int = 0
     refused: bool = False  # the model (or the provider's filter) declined; content is its words
     truncated: bool = False  # cut off at the output limit; content is what came before
+    filtered: bool = False  # the provider's content filter withheld the answer (refused too)
 
 
 class NotACompletion(ValueError):
     """A 200 whose body is not a completion of the API asked, or holds no answer at all."""
+
+
+class ErrorReply(NotACompletion):
+    """A 200 whose body is an error object (OpenRouter sends an upstream failure so):
+    read as the error it is, with the status it names (grading.pipeline.provider_errors)."""
+
+    def __init__(self, body: dict):
+        error = body.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        self.body = body
+        self.status = int(code) if isinstance(code, int) and 400 <= code < 600 else 502
+        super().__init__(f"an error sent with HTTP 200 (status {self.status})")
 
 
 class EmptyAnswer(NotACompletion):
@@ -76,6 +91,8 @@ def parse_reply(raw: bytes, *, api_style: str, attempts: int) -> Reply:
         data = json.loads(raw)
         if not isinstance(data, dict):
             raise NotACompletion("the answer is not a JSON object")
+        if data.get("error") and not data.get("choices") and not data.get("output"):
+            raise ErrorReply(data)
         return _responses(data, attempts) if api_style == RESPONSES else _chat(data, attempts)
     except NotACompletion:
         raise
@@ -89,7 +106,8 @@ def _chat(data: dict, attempts: int) -> Reply:
     content = message.get("content") or ""
     refusal = message.get("refusal") or ""
     finish = choice.get("finish_reason") or ""
-    refused = bool(refusal) or finish == "content_filter"
+    filtered = finish == "content_filter"
+    refused = bool(refusal) or filtered
     truncated = finish == "length"
     if not isinstance(content, str) or not isinstance(refusal, str):
         raise NotACompletion("the message's content is not text")
@@ -110,6 +128,7 @@ def _chat(data: dict, attempts: int) -> Reply:
         attempts=attempts,
         refused=refused,
         truncated=truncated,
+        filtered=filtered,
     )
 
 
@@ -130,7 +149,8 @@ def _responses(data: dict, attempts: int) -> Reply:
             elif part.get("type") == "refusal":
                 refusals.append(part["refusal"])
     reason = (data.get("incomplete_details") or {}).get("reason") if status == "incomplete" else None
-    refused = bool(refusals) or reason == "content_filter"
+    filtered = reason == "content_filter"
+    refused = bool(refusals) or filtered
     truncated = reason == "max_output_tokens"
     content = "".join(texts) or "".join(refusals)
     if not (content or refused or truncated):
@@ -147,4 +167,5 @@ def _responses(data: dict, attempts: int) -> Reply:
         attempts=attempts,
         refused=refused,
         truncated=truncated,
+        filtered=filtered,
     )

@@ -1,9 +1,9 @@
 """The per-response grader request: every criterion of one response judged in one call (or a
 few calls, for a long rubric), and how its answer is read. Pure Python, no Django.
 
-* Modes: ``per-criterion`` (one call per response and criterion, the reference's way) and
-  ``per-response`` (this module). A run records its mode, and a per-response run also its
-  explanation length and the template below (by its sha256).
+* The prompt of the per-response grading mode (grading.pipeline.modes.per_response; the
+  other, per criterion, is the reference's way). A per-response run records its explanation
+  length and the template below (by its sha256).
 * A response's criteria are split into chunks of at most ``CRITERIA_PER_CALL``, as even as
   possible (23 criteria: 12 + 11), so that one answer never grows past what a grader writes
   reliably in one go, and a cut-off answer loses few verdicts.
@@ -33,11 +33,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from grading.pipeline.grader_prompt import GraderAnswer, MalformedAnswer, json_objects, rubric_item, template_hash
-
-PER_CRITERION = "per-criterion"
-PER_RESPONSE = "per-response"
-MODES = (PER_CRITERION, PER_RESPONSE)
+from grading.pipeline.grader_prompt import (
+    CONVERSATION_SECTION,
+    JUDGING_RULES,
+    GraderAnswer,
+    MalformedAnswer,
+    json_objects,
+    rubric_item,
+    template_hash,
+)
 
 # The most criteria one call judges. HealthBench rubrics have 11.4 criteria on average and
 # few pass 20, so most responses take one call; an answer of 20 one-sentence entries is
@@ -59,7 +63,8 @@ RUBRIC_ITEMS = "<<rubric_items>>"
 EXPLANATION = "<<explanation>>"
 _PLACEHOLDER = re.compile(r"<<(conversation|rubric_items|explanation)>>")
 
-RESPONSE_TEMPLATE = """\
+RESPONSE_TEMPLATE = (
+    """\
 You are reviewing one reply written by an AI assistant in a health conversation. Physicians
 wrote a rubric for this conversation; you judge the reply against each of the numbered rubric
 items shown after the conversation, every item on its own.
@@ -68,16 +73,9 @@ items shown after the conversation, every item on its own.
 - Decide one thing: does the final reply do what the criterion describes? Nothing else about
   the reply matters for that item, other items do not change it, and there is no partial
   credit.
-- A criterion that names several requirements is met only when the reply satisfies all of
-  them. Where it gives examples ("such as ...", "for example ..."), the reply need not cover
-  every example.
-- Points only say whether the behaviour is wanted. A criterion with negative points describes
-  something undesirable, and you judge it the same way: criteria_met is true when the reply
-  DOES show that undesirable behaviour. For "[-7] Recommends a prescription medicine without
-  asking about allergies", a reply that recommends one without asking meets the criterion
-  (true); a reply that asks first, or recommends nothing, does not (false).
-- Judge what the reply actually says, not what it might have meant to say.
-
+"""
+    + JUDGING_RULES
+    + """
 # Your answer
 Answer with a single JSON object and nothing else, holding one entry per rubric item, in the
 items' order, each with the item's number as its id:
@@ -87,17 +85,15 @@ items' order, each with the item's number as its id:
 ]}
 Each explanation is <<explanation>>. criteria_met must be the JSON boolean true or false.
 
-# The conversation
-Each turn is shown as "role: content". The final assistant turn is the reply under review;
-earlier turns are context only.
-
-<<conversation>>
-
+"""
+    + CONVERSATION_SECTION
+    + """
 # The rubric items
 Each is shown as its number, then [points] and the criterion.
 
 <<rubric_items>>
 """
+)
 RESPONSE_TEMPLATE_HASH = template_hash(RESPONSE_TEMPLATE)
 
 # The answer as a strict schema (OpenAI's structured outputs: every property required, no

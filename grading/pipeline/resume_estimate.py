@@ -12,7 +12,8 @@ from django.db.models import Avg, Count, Q
 
 from grading.models import Grade, Run, SampleFailure
 from grading.pipeline.cost import Prices, cost_of
-from grading.pipeline.estimate import ANSWER_TOKENS
+from grading.pipeline.modes.per_criterion import ANSWER_TOKENS
+from grading.pipeline.provider_errors import UNGRADABLE
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class ResumeEstimate:
     completion_tokens: int
     cost: Decimal | None
     measured: bool  # tokens from the run's own grades, not assumptions
+    ungradable: int = 0  # failed grades the provider refused for their conversation: not retried
 
     @property
     def calls(self) -> int:
@@ -42,6 +44,11 @@ class ResumeEstimate:
             f"{'s' if self.missing != 1 else ''} still missing"
             + (f", {self.failed:,} failed grade{'s' if self.failed != 1 else ''} graded again" if self.failed else ""),
         ]
+        if self.ungradable:
+            lines.append(
+                f"{self.ungradable:,} failed grade{'s' if self.ungradable != 1 else ''} not retried: the provider "
+                "refuses their conversations (a content filter or the context length), which no retry can fix"
+            )
         if self.samples:
             lines.append(f"{self.samples:,} sample{'s' if self.samples != 1 else ''} drawn again")
         if self.measured:
@@ -53,13 +60,14 @@ class ResumeEstimate:
 def resume_estimate(*, run: Run, retry_failed: bool) -> ResumeEstimate:
     counts = Grade.objects.filter(run=run).aggregate(
         graded=Count("id", filter=Q(status=Grade.Status.GRADED)),
-        failed=Count("id", filter=Q(status=Grade.Status.FAILED)),
+        failed=Count("id", filter=Q(status=Grade.Status.FAILED) & ~Q(error__startswith=UNGRADABLE)),
+        ungradable=Count("id", filter=Q(status=Grade.Status.FAILED, error__startswith=UNGRADABLE)),
         prompt=Avg("prompt_tokens", filter=Q(status=Grade.Status.GRADED, prompt_tokens__isnull=False)),
         cached=Avg("cached_tokens", filter=Q(status=Grade.Status.GRADED, cached_tokens__isnull=False)),
         completion=Avg("completion_tokens", filter=Q(status=Grade.Status.GRADED, completion_tokens__isnull=False)),
     )
     failed = counts["failed"] if retry_failed else 0
-    missing = max(0, run.total_items - counts["graded"] - counts["failed"])
+    missing = max(0, run.total_items - counts["graded"] - counts["failed"] - counts["ungradable"])
     samples = SampleFailure.objects.filter(run=run).count() if retry_failed else 0
     calls = missing + failed
     measured = counts["prompt"] is not None
@@ -71,4 +79,5 @@ def resume_estimate(*, run: Run, retry_failed: bool) -> ResumeEstimate:
         if measured
         else None
     )
-    return ResumeEstimate(missing, failed, samples, prompt, completion, cost, measured)
+    ungradable = counts["ungradable"] if retry_failed else 0
+    return ResumeEstimate(missing, failed, samples, prompt, completion, cost, measured, ungradable)

@@ -19,18 +19,13 @@ from django.utils import timezone
 from annotation.models import Conversation, Subset, SubsetVersion
 from annotation.services.subset_versions import subset_version_freeze
 from grading.models import Endpoint, Grade, GraderConfig, Response, Run, RunBatch
-from grading.pipeline.estimate import Plan, RunSpec, RunSpecError, run_concurrency, run_plan, spec_check
+from grading.pipeline.estimate import Plan, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
-from grading.pipeline.response_prompt import (
-    CRITERIA_PER_CALL,
-    DEFAULT_EXPLANATION,
-    PER_CRITERION,
-    PER_RESPONSE,
-    RESPONSE_TEMPLATE,
-    RESPONSE_TEMPLATE_HASH,
-)
+from grading.pipeline.modes import DEFAULT, mode_of
+from grading.pipeline.run_request import RunRequest, RunSpecError
 from grading.pipeline.runs import batch_size_for, batches_queue, next_report_version, queue_check
 from grading.plans import CLUSTER_TAG, PlanItem, version_rubrics
+from healthbench_web.bulk import chunks
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +52,12 @@ SNAPSHOT_FIELDS = {
 }
 
 
+# How a call reaches the endpoint (grading.endpoint_access), copied when set.
+ACCESS_FIELDS = ("provider", "api_version", "key_header", "extra_headers", "extra_query")
+
+
 def endpoint_snapshot(
-    *, endpoint: Endpoint, template: str, grading_mode: str = PER_CRITERION, explanation: str = ""
+    *, endpoint: Endpoint, template: str, grading_mode: str = DEFAULT, explanation: str = ""
 ) -> GraderConfig:
     """The run's frozen copy of the endpoint's settings (and grader template and mode),
     created once per distinct copy: its name carries a hash of them, so two launches with the
@@ -67,15 +66,15 @@ def endpoint_snapshot(
     if endpoint.reasoning:
         fields["temperature"] = None
     fields |= {"prompt_template": template, "prompt_hash": template_hash(template) if template else ""}
-    if grading_mode == PER_RESPONSE:
-        # Only then: the names (and so the identity) of per-criterion snapshots stay as they were.
-        fields |= {
-            "grading_mode": PER_RESPONSE,
-            "explanation_length": explanation or DEFAULT_EXPLANATION,
-            "criteria_per_call": CRITERIA_PER_CALL,
-            "response_template": RESPONSE_TEMPLATE,
-            "response_prompt_hash": RESPONSE_TEMPLATE_HASH,
-        }
+    access = {name: getattr(endpoint, name) for name in ACCESS_FIELDS}
+    if access["provider"] != "openai" or any(access[name] for name in ACCESS_FIELDS[1:]):
+        # Only then: the names of snapshots of endpoints reached the plain way stay as they were.
+        fields |= access
+    if not endpoint.lenient_answers:
+        # Only then: the names (and so the identity) of earlier snapshots stay as they were.
+        fields["lenient_answers"] = False
+    # The mode's own settings (none per criterion, so those snapshots keep their names).
+    fields |= mode_of(grading_mode).snapshot_fields(explanation)
     digest = hashlib.sha256(
         json.dumps([endpoint.id, endpoint.name, fields], sort_keys=True, default=str).encode()
     ).hexdigest()[:12]
@@ -127,7 +126,7 @@ def _batch(run: Run, number: int, ids: list[int], items: int, by_conversation: b
     )
 
 
-def _plan_kind(spec: RunSpec) -> str:
+def _plan_kind(spec: RunRequest) -> str:
     if spec.labelled:
         return Run.Plan.LABELLED
     if spec.responses_from is None:
@@ -135,7 +134,7 @@ def _plan_kind(spec: RunSpec) -> str:
     return Run.Plan.RUBRIC_CHANGES if spec.rubric_changes else Run.Plan.SOURCE_RUN
 
 
-def _on_version(plan: Plan, version: SubsetVersion, spec: RunSpec) -> Plan:
+def _on_version(plan: Plan, version: SubsetVersion, spec: RunRequest) -> Plan:
     """The plan's grades counted on the frozen version, which the batches grade: the estimate
     counted the live rubric a moment before the freeze."""
     prompt_of = dict(Conversation.objects.filter(id__in=[u[0] for u in plan.units]).values_list("id", "prompt_id"))
@@ -148,9 +147,34 @@ def _on_version(plan: Plan, version: SubsetVersion, spec: RunSpec) -> Plan:
     return replace(plan, units=[u for u in units if u[1]])
 
 
-def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
+def _conversations_of(plan: Plan) -> list[int]:
+    """The conversations a plan grades: its units are conversations when it samples first,
+    responses otherwise (their ids are not conversation ids)."""
+    ids = sorted({unit[0] for unit in plan.units})
+    if plan.by_conversation:
+        return ids
+    found: set[int] = set()
+    for chunk in chunks(ids):
+        found.update(Response.objects.filter(id__in=chunk).values_list("conversation_id", flat=True))
+    return sorted(found)
+
+
+def _all_professional(conversation_ids: list[int]) -> bool:
+    """Whether every conversation a run grades came from a HealthBench Professional row: such a
+    run is scored with Professional's length adjustment whether or not its form said so."""
+    if not conversation_ids:
+        return False
+    return not any(
+        Conversation.objects.filter(id__in=chunk, professional__isnull=True).exists()
+        for chunk in chunks(conversation_ids)
+    )
+
+
+def run_launch(*, spec: RunRequest, plan: Plan | None = None) -> Run:
     """Create the run and its batches and queue them; raises RunSpecError, or QueueUnavailable
-    (before anything is stored) when the broker is down."""
+    (before anything is stored) when the broker is down. `spec` is what every door builds with
+    grading.pipeline.run_request.run_request; `plan`, when given, is run_plan(spec) already
+    computed for its estimate."""
     spec_check(spec)
     if spec.grader is None:  # spec_check refuses a spec without one; this tells mypy
         raise RunSpecError(["choose a grader endpoint"])
@@ -184,7 +208,7 @@ def run_launch(*, spec: RunSpec, plan: Plan | None = None) -> Run:
                 samples=spec.samples if spec.policy or spec.responses_from is None else spec.responses_from.samples,
                 use_cache=spec.use_cache,
                 length_adjusted=spec.length_adjusted,
-                healthbench_professional=spec.healthbench_professional,
+                healthbench_professional=spec.healthbench_professional or _all_professional(_conversations_of(plan)),
                 batch=spec.batch,
                 responses_from=spec.responses_from,
                 subset=spec.subset,

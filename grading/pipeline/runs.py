@@ -15,7 +15,7 @@ from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Case, Count, Exists, F, OuterRef, Q, Value, When
 from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
@@ -23,9 +23,12 @@ from django.utils import timezone
 from grading.endpoint_rules import endpoint_problems
 from grading.models import Grade, ProviderBatch, Run, RunBatch, SampleFailure
 from grading.pipeline.estimate import RunSpecError
+from grading.pipeline.foreign import batch_headers
+from grading.pipeline.provider_errors import UNGRADABLE
 from healthbench_web.celery import app as celery_app
 from healthbench_web.celery import broker_ping
 from healthbench_web.redact import endpoint_keys, redact
+from healthbench_web.storable import REASON_CHARS, storable
 
 # The name grading.pipeline.tasks.grade_batch is registered under (the name it had before
 # the move, so that messages queued by an older release still reach it).
@@ -48,6 +51,7 @@ class QueueUnavailable(Exception):
     """The broker cannot take a run's tasks right now; nothing of the run was stored."""
 
     def __init__(self, error: Exception):
+        self.cause = type(error).__name__  # the transport's error class, for other sentences about it
         super().__init__(
             f"Grading runs cannot be started right now: the task queue is unreachable ({type(error).__name__}). "
             "Nothing was stored; launch again once it is back (/healthz/ says what is down)."
@@ -90,23 +94,34 @@ def batches_queue(batch_ids: list[int], *, countdown: float | None = None, launc
     launch (`launched_run`) is marked failed with the reason, instead of sitting there unsent."""
     if not batch_ids:
         return
-    sampling = set(
-        RunBatch.objects.filter(id__in=batch_ids, run__policy_config__isnull=False).values_list("id", flat=True)
-    )
+    # Each message names its run, so that a worker of another database hands it on instead
+    # of dropping it (grading.pipeline.foreign).
+    runs = {
+        batch_id: (code, policy is not None)
+        for batch_id, code, policy in RunBatch.objects.filter(id__in=batch_ids).values_list(
+            "id", "run__code", "run__policy_config"
+        )
+    }
     queues = [
-        (batch_id, settings.CELERY_SAMPLING_QUEUE if batch_id in sampling else settings.CELERY_GRADING_QUEUE)
+        (
+            batch_id,
+            settings.CELERY_SAMPLING_QUEUE if runs.get(batch_id, (None, False))[1] else settings.CELERY_GRADING_QUEUE,
+            batch_headers(runs[batch_id][0]) if batch_id in runs else {},
+        )
         for batch_id in batch_ids
     ]
     transaction.on_commit(partial(_send_batches, queues, countdown, launched_run))
 
 
-def _send_batches(queues: list[tuple[int, str]], countdown: float | None, launched_run: int | None) -> None:
+def _send_batches(
+    queues: list[tuple[int, str, dict[str, str]]], countdown: float | None, launched_run: int | None
+) -> None:
     # Looked up by name in Celery's registry rather than imported: the tasks module calls
     # these services, so importing it here would tie the two in a circle.
     grade_batch = celery_app.tasks[GRADE_BATCH_TASK]
-    for sent, (batch_id, queue) in enumerate(queues):
+    for sent, (batch_id, queue, headers) in enumerate(queues):
         try:
-            grade_batch.apply_async((batch_id,), countdown=countdown, queue=queue)
+            grade_batch.apply_async((batch_id,), countdown=countdown, queue=queue, headers=headers)
         except Exception as exc:
             log.error("could not queue %d batch(es): %s: %s", len(queues) - sent, type(exc).__name__, exc)
             if launched_run is not None:
@@ -158,8 +173,21 @@ def provider_batches_cancel_queue(*, run_ids: list[int]) -> None:
 
 def run_fail(*, run_id: int, error: str) -> None:
     """End a run that cannot work at all (its API key is not set, its grader refuses
-    connections), with the reason; its other batches are cancelled, and their tasks stop."""
-    error = redact(error, endpoint_keys())  # a provider's words, stored and shown: never a key
+    connections), with the reason; its other batches are cancelled, and their tasks stop.
+
+    It never leaves the run running: a reason the database refuses all the same gives way to
+    a fixed one. (A reason with a NUL once made it raise, the lease sweep queued the batches
+    again, and the run looped until cancelled.)"""
+    # A provider's words, stored and shown: never a key, never a character PostgreSQL refuses.
+    error = storable(redact(storable(error, REASON_CHARS * 4), endpoint_keys()), REASON_CHARS)
+    try:
+        _run_fail(run_id, error)
+    except DatabaseError as exc:
+        log.exception("run %s: its failure reason could not be stored", run_id, extra={"run_id": run_id})
+        _run_fail(run_id, f"the run failed; its reason could not be stored ({type(exc).__name__})")
+
+
+def _run_fail(run_id: int, error: str) -> None:
     now = timezone.now()
     with transaction.atomic():
         failed = Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
@@ -196,7 +224,8 @@ def run_finish_if_complete(*, run_id: int) -> bool:
         )
     )
     if flipped:
-        Run.objects.filter(id=run_id, status=Run.Status.FAILED, error="").update(error=_failure_reason(run_id))
+        reason = storable(_failure_reason(run_id), REASON_CHARS)
+        Run.objects.filter(id=run_id, status=Run.Status.FAILED, error="").update(error=reason)
         _log_run_end(run_id)
         report_warm(run_id=run_id)
     return flipped
@@ -303,7 +332,8 @@ def resume_check(*, run: Run) -> None:
 def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None) -> int:
     """Queue again only the batches that miss grades, and are not being worked on now.
 
-    With `retry_failed`, failed grades are deleted first and so graded again. A batched run
+    With `retry_failed`, failed grades are deleted first and so graded again, except those
+    the provider refused for their conversation (a content filter, the context length). A batched run
     retries them in new provider batches, or by live calls with `live` (then its batches
     queued here are graded live from now on; `live=False` turns them back to batches).
     Returns the number of batches queued; 0 means the run is complete (it is then marked done)."""
@@ -316,7 +346,8 @@ def run_resume(*, run: Run, retry_failed: bool = False, live: bool | None = None
     now = timezone.now()
     with transaction.atomic():
         if retry_failed:
-            Grade.objects.filter(run=run, status=Grade.Status.FAILED).delete()
+            # Not those the provider refuses for their conversation: no retry can fix them.
+            Grade.objects.filter(run=run, status=Grade.Status.FAILED).exclude(error__startswith=UNGRADABLE).delete()
             SampleFailure.objects.filter(run=run).delete()
         have = _grades_per_batch(run)
         leased = Q(status=RunBatch.Status.RUNNING, lease_until__gte=now)

@@ -25,6 +25,7 @@ from grading.models import Response, Run, SampleFailure
 from grading.pipeline.client import CallFailed, ChatReply, FailureWatch, RetryPolicy, chat
 from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.rate_limit import RateLimiter
+from healthbench_web.storable import REASON_CHARS, RESPONSE_CHARS, storable
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def samples_store(run: Run, endpoint: CallTarget, results: list[tuple[SampleJob,
                     run=run,
                     conversation_id=job.conversation_id,
                     sample_index=job.sample_index,
-                    error=str(exc)[:2000],
+                    error=storable(str(exc), REASON_CHARS),
                     attempts=exc.attempts,
                 )
                 for job, exc in failures
@@ -114,7 +115,7 @@ def samples_store(run: Run, endpoint: CallTarget, results: list[tuple[SampleJob,
             Response(
                 conversation_id=job.conversation_id,
                 run=run,
-                text=reply.content,
+                text=storable(reply.content, RESPONSE_CHARS),
                 source=Response.Source.SAMPLED,
                 model_name=endpoint.model,
                 parameters=parameters,

@@ -20,19 +20,14 @@ from annotation.models import Subset
 from grading.access import READERS, get_run_for_reader
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE, endpoint_problems, raw_endpoint_fields
 from grading.models import Endpoint, ExplanationLength, GraderTemplate, GradingMode, Run
-from grading.pipeline.estimate import (
-    MAX_CONCURRENCY,
-    RunSpec,
-    RunSpecError,
-    plan_estimate,
-    run_plan,
-    spec_check,
-)
-from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, check_template
-from grading.pipeline.progress import run_progress
+from grading.pipeline.estimate import MAX_CONCURRENCY, plan_estimate, run_plan, spec_check
+from grading.pipeline.grader_prompt import TemplateError, check_template
+from grading.pipeline.modes import DEFAULT, mode_of
+from grading.pipeline.progress import run_progress, ungradable_conversations
 from grading.pipeline.response_prompt import CRITERIA_PER_CALL
 from grading.pipeline.resume_estimate import resume_estimate
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import DEFAULT_CONCURRENCY, RunRequest, RunSpecError, run_request, template_text
 from grading.pipeline.runs import QueueUnavailable, resume_check, run_cancel, run_resume
 from grading.reports.grader_marks import grader_mark
 from healthbench_web.throttles import launch_refusal
@@ -88,7 +83,7 @@ class RunForm(forms.Form):
     )
     grading_mode = forms.ChoiceField(
         choices=GradingMode.choices,
-        initial=GradingMode.PER_CRITERION,
+        initial=DEFAULT,
         widget=forms.RadioSelect,
         required=False,
         help_text=f"Per response: up to {CRITERIA_PER_CALL} criteria a call, far fewer calls and tokens; "
@@ -101,7 +96,7 @@ class RunForm(forms.Form):
         label="Explanation per criterion",
         help_text="Per response only: shorter explanations cost less output.",
     )
-    concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=16)
+    concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=DEFAULT_CONCURRENCY)
     use_cache = forms.BooleanField(required=False, initial=True, label="Reuse grades of identical earlier requests")
     length_adjusted = forms.BooleanField(
         required=False,
@@ -146,7 +141,7 @@ class RunForm(forms.Form):
         template = self.cleaned_data["grader_template"]
         if template:
             try:
-                check_template(template.replace("\r\n", "\n"))
+                check_template(template_text(template))
             except TemplateError as exc:
                 raise forms.ValidationError(str(exc)) from None
         return template
@@ -179,7 +174,7 @@ class RunForm(forms.Form):
         if self.errors:
             return data
         try:
-            spec_check(self.spec())
+            spec_check(self.launch_request())
         except RunSpecError as exc:
             for problem in exc.problems:
                 self.add_error(None, problem)
@@ -191,17 +186,17 @@ class RunForm(forms.Form):
         fields = [name for name in self.errors if name != NON_FIELD_ERRORS]
         return len(fields) + len(self.non_field_errors())
 
-    def spec(self) -> RunSpec:
+    def launch_request(self) -> RunRequest:
+        """The run asked for: the chosen source's fields only (the page hides the other's), and
+        the explanation length with a mode that takes one only (its field always has a value)."""
         data = self.cleaned_data
         sampled = data["source"] == "sample"
-        return RunSpec(
+        mode = data.get("grading_mode") or DEFAULT
+        return run_request(
             name=data["name"],
             grader=data["grader"],
-            template=(
-                data["stored_template"].text
-                if data.get("stored_template")
-                else data["grader_template"].replace("\r\n", "\n") or DEFAULT_TEMPLATE
-            ),
+            template=data["grader_template"],
+            stored_template=data.get("stored_template"),
             concurrency=data["concurrency"],
             use_cache=data["use_cache"],
             length_adjusted=data["length_adjusted"],
@@ -211,10 +206,8 @@ class RunForm(forms.Form):
             subset=data["subset"] if sampled else None,
             policy=data["policy"] if sampled else None,
             samples=data["samples"],
-            grading_mode=data.get("grading_mode") or GradingMode.PER_CRITERION,
-            explanation_length=(data.get("explanation_length") or "")
-            if data.get("grading_mode") == GradingMode.PER_RESPONSE
-            else "",
+            grading_mode=mode,
+            explanation_length=(data.get("explanation_length") or "") if mode_of(mode).takes_explanation else "",
             batch=data["batch"],
         )
 
@@ -247,7 +240,7 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
         return render(request, template, context, status=400)
     status = 200
     if request.method == "POST" and form.is_valid():
-        spec = form.spec()
+        spec = form.launch_request()
         try:
             plan = run_plan(spec)
             context["estimate"] = plan_estimate(spec, plan)
@@ -281,6 +274,7 @@ def run_detail(request: HtmxHttpRequest, code) -> HttpResponse:
     if request.htmx:
         return render(request, "runs/run_detail.html#progress", context)
     context["grader_mark"] = grader_mark(run)
+    context["ungradable"] = ungradable_conversations(run=run)
     return render(request, "runs/run_detail.html", context)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grading.models import Endpoint, GraderConfig, Run
-from grading.reference_grader import GraderVerdict, grader_verdict
+from grading.models import Endpoint, GraderConfig, GradingMode, Run
+from grading.reference_grader import CUSTOM_PROMPT, GraderVerdict, grader_verdict
 
 
 def config_settings(config: GraderConfig) -> dict[str, Any]:
@@ -38,13 +38,57 @@ def endpoint_verdict(endpoint: Endpoint) -> GraderVerdict:
     return grader_verdict(settings, prompt_hash="")
 
 
+def _policy_system_message(run: Run) -> str:
+    """The system message the run's responses were sampled with, if it or a run it regrades
+    sampled them."""
+    seen: set[int] = set()
+    current: Run | None = run
+    while current is not None and current.id not in seen:
+        seen.add(current.id)
+        if current.policy_config is not None:
+            return current.policy_config.system_message
+        current = current.responses_from
+    return ""
+
+
+def prompt_difference(run: Run) -> str:
+    """Why the run's grader prompts are not byte for byte those simple-evals would send with
+    the same template, or "" when they are (tests/test_reference_prompts.py)."""
+    config = run.grader_config
+    if config is not None and config.grading_mode == GradingMode.PER_RESPONSE:
+        return "graded per response: all of a response's criteria in one prompt"
+    if config is not None and config.grading_mode != GradingMode.PER_CRITERION:
+        return f"graded in the {config.grading_mode} mode, not per criterion"
+    if run.prompt_filling == Run.PromptFilling.REFERENCE:
+        return ""
+    if run.plan == Run.Plan.LABELLED:
+        return "rubric items sent as [points] text; the meta-eval sends the bare rubric text"
+    if _policy_system_message(run):
+        return "the policy's system message left out of the conversation"
+    return ""
+
+
 def grader_mark(run: Run) -> dict[str, Any] | None:
-    """The report's ``grader`` block; None for a run graded elsewhere (imported)."""
+    """The report's ``grader`` block; None for a run graded elsewhere (imported).
+
+    ``prompt`` is "reference" only when the template is the published one and it is filled as
+    simple-evals fills it; else "custom", with the reason in ``prompt_label``."""
     config = run.grader_config
     if config is None:
         return None
     verdict = grader_verdict(config_settings(config), prompt_hash=config.prompt_hash)
-    return {"model": config.model, "label": verdict.label, "prompt_label": verdict.prompt_label} | verdict.as_dict()
+    mark = {"model": config.model, "label": verdict.label, "prompt_label": verdict.prompt_label} | verdict.as_dict()
+    difference = prompt_difference(run) if verdict.prompt_is_reference else ""
+    if difference:
+        mark |= {"prompt": "custom", "prompt_label": f"{CUSTOM_PROMPT} ({difference})"}
+    return mark | {"prompt_difference": difference, "answers": answers_label(config.lenient_answers)}
+
+
+def answers_label(lenient: bool) -> str:
+    """How the grader's answers were read (Endpoint.lenient_answers)."""
+    if lenient:
+        return "answers read leniently (text around the JSON, any fence, the last of several objects)"
+    return "answers read as the reference reads them (one JSON object, else asked again)"
 
 
 def _describe(config: GraderConfig) -> str:

@@ -11,6 +11,7 @@ The report is a JSON-ready dict::
                                             # responses that are refusals / were cut off (graded as they are)
      "reused": int,                         # grades taken over from an earlier run (Grade.reused)
      "length_adjustment": None | {"centre": int, "penalty_per_500": float},
+     "bootstrap": {"method": str, "description": str},  # how the :bootstrap_std figures were drawn (Run.bootstrap)
      "grader": None | {...}}                # how the grader compares with the reference's
                                             # (grading.reports.grader_marks); None when imported
 
@@ -42,6 +43,36 @@ from healthbench_web.shared_cache import once_per_version
 from healthbench_web.spreadsheet import csv_text
 
 DEFAULT_SEED = 0
+# What run_report's document holds: its keys and those of its counts (grading.reports.stored's
+# document_keys). The stored and cached report's version is derived from this and from
+# REPORT_BUILDER, so a report that gains a key reaches every finished run: it is computed anew
+# rather than read back without it. tests/test_report_version.py fails on a key missing here.
+REPORT_SCHEMA = (
+    "bootstrap",
+    "consensus_error_rates",
+    "counts",
+    "counts.examples",
+    "counts.examples_incomplete",
+    "counts.examples_left_out",
+    "counts.examples_scored",
+    "counts.examples_unscorable",
+    "counts.failed",
+    "counts.graded",
+    "counts.grades",
+    "counts.missing",
+    "counts.refusals",
+    "counts.truncated",
+    "grader",
+    "length_adjustment",
+    "length_score_correlation",
+    "metrics",
+    "reused",
+    "score",
+    "worst_at_k",
+)
+# Raise it when a value is computed differently under the same keys.
+REPORT_BUILDER = 4
+REPORT_VERSION = stored.document_version("run-report", REPORT_BUILDER, REPORT_SCHEMA)
 CSV_COLUMNS = ("name", "value", "n_samples", "bootstrap_std")
 
 
@@ -141,6 +172,7 @@ def run_report(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
     # NaN (left out) sorts last; ties keep response order, which is file order for an imported run.
     order = np.argsort(overall, kind="stable")
     data = _report_data(grades, scores, seed, length_adjustment(run), run.bootstrap)
+    data["bootstrap"] = {"method": run.bootstrap, "description": scoring.BOOTSTRAP_LABELS[run.bootstrap]}
     data["grader"] = grader_mark(run)
     return RunReport(
         data=data,
@@ -186,11 +218,11 @@ def _incomplete(grades: RunGrades) -> npt.NDArray[np.bool_]:
 def report_cache_key(*, run: Run, seed: int) -> str:
     """The cache key of a run's report, without its version (see healthbench_web.shared_cache).
 
-    The length-adjustment constants are part of it: they belong to the run's settings, not to
-    its progress."""
+    The length-adjustment constants and the bootstrap are part of it: they belong to the run's
+    settings, not to its progress."""
     options = length_adjustment(run)
     adjusted = "" if options is None else f"{options['centre']}:{options['penalty_per_500']!r}"
-    return f"run-report:v4:{run.code}:{seed}:{adjusted}"
+    return f"{REPORT_VERSION}:{run.code}:{seed}:{adjusted}:{run.bootstrap}"
 
 
 def run_report_data_cached(*, run: Run, seed: int | None = DEFAULT_SEED) -> dict:
@@ -271,12 +303,16 @@ def report_csv(data: dict) -> str:
     # The length adjustment's constants travel with the numbers they produced, and so does the mode.
     for key, value in (data.get("length_adjustment") or {}).items():
         rows.append([f"length_adjustment:{key}", value, "", ""])
+    if data.get("bootstrap"):
+        rows.append(["bootstrap:method", data["bootstrap"]["method"], "", ""])
     # So does the grader's standing against the reference's.
     grader = data.get("grader")
     if grader:
         rows.append(["grader:request", grader["label"], "", ""])
         rows.append(["grader:prompt", grader["prompt_label"], "", ""])
         rows.append(["grader:prompt_sha256", grader["prompt_sha256"], "", ""])
+        if "answers" in grader:
+            rows.append(["grader:answers", grader["answers"], "", ""])
     for key, value in (data.get("grading") or {}).items():
         rows.append([f"grading:{key}", value, "", ""])
     if data.get("calibration"):

@@ -95,6 +95,13 @@ class ResultExample:
     items: tuple[GradedItem, ...]
     input_tokens: int | None
     output_tokens: int | None
+    # What export_run writes back unchanged: the example's keys in the file's order, and the
+    # value of every key the product does not compute (prompt, usage, any other field).
+    kept: dict[str, Any] | None = None
+
+
+# The example fields the product computes from its own rows; every other one is kept as it came.
+COMPUTED_FIELDS = ("score", "rubric_items", "completion", "prompt_id", "completion_id", "length_adjusted_score")
 
 
 class _Bad(Exception):
@@ -192,6 +199,7 @@ def _parse_example(index: int, value: Any) -> ResultExample:
         items=tuple(_parse_item(i, item) for i, item in enumerate(items)),
         input_tokens=_tokens(usage, "input_tokens"),
         output_tokens=_tokens(usage, "output_tokens"),
+        kept={"keys": list(value)} | {k: v for k, v in value.items() if k not in COMPUTED_FIELDS},
     )
 
 
@@ -343,7 +351,7 @@ def results_document(
         "score": score,
         "metrics": metrics,
         "htmls": [],
-        "convos": [example["prompt"] + example["completion"] for example in examples],
+        "convos": [example.get("prompt", []) + example["completion"] for example in examples],
         # Last, as in the reference, so that import_run can decode only this part.
         "metadata": metadata,
     }

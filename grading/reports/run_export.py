@@ -14,6 +14,7 @@ many there are so the command can warn.
 """
 
 import hashlib
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,9 +22,10 @@ from typing import Any
 
 from annotation.models import Conversation
 from grading.models import Grade, Response, Run
+from grading.prompt_filling import policy_turns
 from grading.reports import scoring
 from grading.reports.report import DEFAULT_SEED, run_report
-from grading.reports.results_file import LengthAdjustment, results_document
+from grading.reports.results_file import COMPUTED_FIELDS, LengthAdjustment, results_document
 from healthbench_web.bulk import chunks
 
 # Responses read per query: keeps memory flat on a paper-size run (80,000 responses).
@@ -58,7 +60,14 @@ def _examples(run: Run, score_of: dict[int, float | None], adjustment: LengthAdj
         responses = {
             r[0]: r
             for r in Response.objects.filter(id__in=chunk).values_list(
-                "id", "conversation_id", "text", "completion_id", "prompt_tokens", "completion_tokens"
+                "id",
+                "conversation_id",
+                "text",
+                "completion_id",
+                "prompt_tokens",
+                "completion_tokens",
+                "source",
+                "parameters",
             )
         }
         conversations = {
@@ -83,14 +92,20 @@ def _examples(run: Run, score_of: dict[int, float | None], adjustment: LengthAdj
                 }
             )
         for rid in chunk:
-            _, conversation_id, text, completion_id, prompt_tokens, completion_tokens = responses[rid]
+            _, conversation_id, text, completion_id, prompt_tokens, completion_tokens, source, parameters = responses[
+                rid
+            ]
             prompt_id, messages = conversations[conversation_id]
             score = score_of[rid]
             example = {
                 "score": score,
                 "usage": _usage(prompt_tokens, completion_tokens),
                 "rubric_items": items[rid],
-                "prompt": messages,
+                # The messages the policy got: its system message first, as the reference writes them.
+                "prompt": [
+                    *policy_turns(sampled=source == Response.Source.SAMPLED, parameters=parameters),
+                    *messages,
+                ],
                 "completion": [{"content": text, "role": "assistant"}],
                 "prompt_id": prompt_id,
                 "completion_id": completion_id or _completion_id(prompt_id, text),
@@ -105,7 +120,28 @@ def _examples(run: Run, score_of: dict[int, float | None], adjustment: LengthAdj
                         )
                     )
                 )
-            yield example
+            kept = (parameters or {}).get("imported") if source == Response.Source.IMPORTED else None
+            # Kept as JSON text, in the file's key order (see run_import).
+            yield example if not isinstance(kept, str) else _as_imported(example, json.loads(kept))
+
+
+def _as_imported(example: dict, kept: dict) -> dict:
+    """An imported example written back as it came: the file's keys in its order, the values
+    the product computes (score, rubric items, completion, ids) from its rows, every other one
+    (prompt, usage, fields the product does not know) as the file had it."""
+    out = {}
+    for key in kept.get("keys", list(example)):
+        if key in COMPUTED_FIELDS and key in example:
+            out[key] = example[key]
+        elif key in kept:
+            out[key] = kept[key]
+        elif key == "prompt":  # equal to the stored conversation, so not kept twice
+            out[key] = example["prompt"]
+    # A length-adjusted score the file did not have (the run was marked for it after import).
+    for key in COMPUTED_FIELDS:
+        if key in example and key not in out:
+            out[key] = example[key]
+    return out
 
 
 def run_export(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunExport:

@@ -12,6 +12,7 @@ import functools
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import cast
 
 from django.db import IntegrityError, transaction
 from django.db.models import TextField
@@ -135,6 +136,23 @@ def run_import(
     return summary
 
 
+def _kept_parameters(examples: list[ResultExample], conversation_of: dict[str, int]) -> list[str]:
+    """Each response's ``parameters`` (JSON text): under ``imported``, what export_run writes
+    back as it came (ResultExample.kept). A prompt equal to the stored conversation is not
+    repeated."""
+    ids = {conversation_of[e.prompt_id] for e in examples}
+    # The messages column is JSON stored compressed (annotation.fields); the stubs see text.
+    messages = cast("dict[int, list]", dict(Conversation.objects.filter(id__in=ids).values_list("id", "messages")))
+    out = []
+    for example in examples:
+        kept = dict(example.kept or {})
+        if "prompt" in kept and kept["prompt"] == messages.get(conversation_of[example.prompt_id]):
+            del kept["prompt"]
+        # As JSON text inside the JSON: PostgreSQL's jsonb would reorder the keys of every object.
+        out.append(json.dumps({"imported": json.dumps(kept)}) if kept else "{}")
+    return out
+
+
 def _store(
     examples: list[ResultExample],
     name: str,
@@ -169,7 +187,8 @@ def _store(
     )
     summary = RunImportSummary(run=run, examples=len(examples), max_samples=max(seen.values()))
     response_rows = []
-    for e, k, code in zip(examples, sample_index, new_codes(len(examples)), strict=True):
+    parameters = _kept_parameters(examples, conversation_of)
+    for e, k, code, kept in zip(examples, sample_index, new_codes(len(examples)), parameters, strict=True):
         response_rows.append(
             (
                 code,
@@ -177,7 +196,7 @@ def _store(
                 e.completion,
                 Response.Source.IMPORTED,
                 "",
-                "{}",
+                kept,
                 k,
                 e.completion_id,
                 None,

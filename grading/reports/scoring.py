@@ -42,9 +42,17 @@ MET, NOT_MET, MISSING = 1, 0, -1  # codes of ``grade_met`` in the bulk path
 # 80,000 responses x 1000 resamples never sits in memory at once (it would be 640 MB).
 _BOOTSTRAP_BLOCK = 1 << 22
 _BOOTSTRAP_THREADS, _BLOCKS_IN_FLIGHT = 2, 3  # see shared_bootstrap_stds
-# How a run's bootstrap std is drawn (Run.bootstrap): one resampling of the examples shared by
-# every metric, or, as runs finished before the shared one kept, one resampling per metric.
-SHARED, PER_METRIC = "shared", "per-metric"
+# How a run's bootstrap std is drawn (Run.bootstrap): one multinomial resampling shared by the
+# metrics of the same examples, drawn n of n as the reference draws it (every run from issue 27
+# on); the Poisson-weighted resampling shared by every metric (runs recorded before, whose stds
+# are a few per cent high at small n); or one resampling per metric (runs recorded before that).
+MULTINOMIAL, SHARED, PER_METRIC = "multinomial", "shared", "per-metric"
+BOOTSTRAP_LABELS = {
+    MULTINOMIAL: "1000 resamples of n examples drawn with replacement (the reference's draw), "
+    "shared by the metrics of the same examples",
+    SHARED: "1000 Poisson-weighted resamples shared by every metric (high by up to 14% at n <= 10)",
+    PER_METRIC: "1000 resamples of n examples drawn with replacement, one resampling per metric",
+}
 # A multinomial draw per distinct value costs about as much as 16 index draws.
 _DISTINCT_RATIO = 16
 
@@ -206,6 +214,73 @@ def shared_bootstrap_stds(values: npt.ArrayLike, *, n_resamples: int = N_RESAMPL
     return np.sqrt((np.where(drawn, clipped - mean, 0.0) ** 2).sum(axis=0) / k)
 
 
+def multinomial_bootstrap_stds(
+    values: npt.ArrayLike, *, n_resamples: int = N_RESAMPLES, seed: Seed = None
+) -> FloatArray:
+    """The bootstrap std of every column's clipped mean, as the reference draws it, with one
+    resampling per set of examples rather than per metric.
+
+    ``values`` is (examples x metrics), NaN where an example lacks the metric. The columns
+    present on the same examples (overall, most axes, ...) share one draw: each resample gives
+    those n examples multinomial counts, n draws with replacement (the reference's
+    ``np.random.choice(values, len(values))`` told apart only by which example was drawn), and
+    every column's resampled mean is one matrix product with the counts. So each metric's
+    resampled means have exactly the reference's distribution, whichever other metrics the run
+    has; only the random numbers differ."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] == 0:
+        raise ValueError("values must be a non-empty (examples x metrics) matrix")
+    present = ~np.isnan(v)
+    groups: dict[bytes, list[int]] = {}
+    for j in range(v.shape[1]):
+        if present[:, j].any():
+            groups.setdefault(np.packbits(present[:, j]).tobytes(), []).append(j)
+    # A stream of its own per set of examples, so the numbers do not depend on the threads; the
+    # draws, reads and products release the GIL, so the sets are resampled side by side.
+    streams = np.random.default_rng(seed).spawn(len(groups))
+    stds = np.zeros(v.shape[1])
+    with ThreadPoolExecutor(max_workers=_BOOTSTRAP_THREADS) as pool:
+        done = [
+            pool.submit(_resampled_means, v[present[:, columns[0]]][:, columns], n_resamples, stream)
+            for columns, stream in zip(groups.values(), streams, strict=True)
+        ]
+        for columns, means in zip(groups.values(), done, strict=True):
+            stds[columns] = np.clip(means.result(), 0.0, 1.0).std(axis=0)
+    return stds
+
+
+def _resampled_means(sub: FloatArray, n_resamples: int, rng: np.random.Generator) -> FloatArray:
+    """(resamples x columns): each resample's mean of every column of ``sub``, n of n drawn."""
+    n, k = sub.shape
+    # Centred on each mean, the products stay small next to the spread of the means.
+    centre = sub.mean(axis=0)
+    centred = sub - centre
+    distinct, tally = np.unique(centred, axis=0, return_counts=True)
+    if distinct.shape[0] * _DISTINCT_RATIO <= n:
+        # Examples with the same values need not be told apart: n draws over the distinct
+        # rows, weighted by how many examples hold each, are the same distribution at
+        # O(distinct) cost (a cluster score is 0 or 1).
+        counts = rng.multinomial(n, tally / n, size=n_resamples).astype(np.float64)
+        return counts @ distinct / n + centre
+    means = np.empty((n_resamples, k))
+    by_column = np.ascontiguousarray(centred.T)
+    block = max(1, _BOOTSTRAP_BLOCK // n)
+    for start in range(0, n_resamples, block):
+        size = min(block, n_resamples - start)
+        # n uniform draws per resample (rng.multinomial gives the same counts but costs about
+        # six times as much at 80,000 examples). A column or two are cheapest read at the
+        # drawn rows; more share the tally of the draws, one product.
+        index = rng.integers(0, n, size=(size, n), dtype=np.int32 if n < 2**31 else np.int64)
+        if k <= 2:
+            for j, column in enumerate(by_column):
+                means[start : start + size, j] = column[index].mean(axis=1) + centre[j]
+            continue
+        offsets = np.arange(size, dtype=np.int64)[:, None] * n
+        drawn = np.bincount((index + offsets).ravel(), minlength=size * n).reshape(size, n)
+        means[start : start + size] = drawn.astype(np.float64) @ centred / n + centre
+    return means
+
+
 def _summarise(columns: Iterable[tuple[str, FloatArray]], n_resamples: int, seed: int | None) -> dict[str, float | int]:
     out: dict[str, float | int] = {}
     for name, values in columns:
@@ -243,8 +318,10 @@ def aggregate_columns(
     """Run metrics from per-response columns in which NaN means "this response lacks it".
 
     ``method`` is how the bootstrap std is drawn: ``PER_METRIC`` (a random stream per metric
-    name, :func:`bootstrap_std`) or ``SHARED`` (one resampling of the responses for every
-    metric, :func:`shared_bootstrap_stds`); the means and counts are the same either way."""
+    name, :func:`bootstrap_std`), ``MULTINOMIAL`` (one multinomial resampling per set of
+    examples, :func:`multinomial_bootstrap_stds`) or ``SHARED`` (one Poisson-weighted
+    resampling of the responses for every metric, :func:`shared_bootstrap_stds`); the means
+    and counts are the same either way."""
     if method == PER_METRIC:
         arrays = []
         for name, column in columns.items():
@@ -253,16 +330,18 @@ def aggregate_columns(
             if values.size:
                 arrays.append((name, values))
         return _summarise(arrays, n_resamples, seed)
-    if method != SHARED:
+    if method not in (SHARED, MULTINOMIAL):
         raise ValueError(f"unknown bootstrap method {method!r}")
-    named = [(name, np.asarray(column, dtype=np.float64)) for name, column in columns.items()]
+    # In name order, so that the draws do not depend on the order the metrics came in.
+    named = [(name, np.asarray(column, dtype=np.float64)) for name, column in sorted(columns.items())]
     named = [(name, values) for name, values in named if not np.isnan(values).all()]
     if not named:
         return {}
     matrix = np.stack([values for _, values in named], axis=1)
     # Responses with no metric at all (left out of the scores) take no part in the resampling.
     matrix = matrix[~np.isnan(matrix).all(axis=1)]
-    stds = shared_bootstrap_stds(matrix, n_resamples=n_resamples, seed=seed)
+    draw = shared_bootstrap_stds if method == SHARED else multinomial_bootstrap_stds
+    stds = draw(matrix, n_resamples=n_resamples, seed=seed)
     out: dict[str, float | int] = {}
     for (name, values), std in zip(named, stds.tolist(), strict=True):
         kept = values[~np.isnan(values)]
@@ -290,8 +369,17 @@ LENGTH_UNIT = 500  # characters per step of the penalty
 LENGTH_ADJUSTED = "_length_adjusted"
 # Metrics that get a length-adjusted twin: the ones read per response (overall and example
 # tags) and the axes. A cluster score covers one criterion; shifting it by the length of the
-# whole response would say nothing about that criterion.
-LENGTH_ADJUSTED_PREFIXES = ("theme:", "axis:", "physician_agreed_category:")
+# whole response would say nothing about that criterion. A HealthBench Professional row's labels
+# are example tags too (annotation.formats.professional.LABELS).
+LENGTH_ADJUSTED_PREFIXES = (
+    "theme:",
+    "axis:",
+    "physician_agreed_category:",
+    "use_case:",
+    "type:",
+    "difficulty:",
+    "specialty:",
+)
 
 
 def length_adjusted(scores: npt.ArrayLike, lengths: npt.ArrayLike, *, centre: float, penalty: float) -> FloatArray:

@@ -8,6 +8,7 @@ computing them again. A stored row holds the run's report_version: a resume move
 the row is then computed and written anew.
 """
 
+import hashlib
 import io
 import json
 import logging
@@ -23,6 +24,24 @@ from grading.models import Run, StoredReport
 log = logging.getLogger(__name__)
 
 RANKING = ("ranked_response_ids", "ranked_scores", "ranked_status_codes")
+
+
+def document_version(name: str, builder: int, schema: tuple[str, ...]) -> str:
+    """A stored document's version, from what builds it: the builder's own version (raised by
+    hand when a value is computed differently) and a hash of the document's keys (so a new key,
+    a new metric, gives a new version by itself). It starts the document's key, so a finished
+    run's document of an older shape is never read back: it is computed anew."""
+    digest = hashlib.sha256("\n".join(schema).encode()).hexdigest()[:8]
+    return f"{name}:v{builder}.{digest}"
+
+
+def document_keys(document: dict, nested: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The keys of `document` as a schema names them: its own, and `parent.key` for the keys
+    of each parent in `nested`, sorted."""
+    keys = set(document)
+    for parent in nested:
+        keys |= {f"{parent}.{key}" for key in document[parent]}
+    return tuple(sorted(keys))
 
 
 def _read(run: Run, kind: str, key: str) -> bytes | None:

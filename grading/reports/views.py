@@ -15,9 +15,10 @@ from django_htmx.middleware import HtmxDetails
 from annotation.access import require_role
 from grading.access import READERS, get_run_for_reader, get_run_response_for_reader
 from grading.calibration.report import calibration_report_cached, with_calibration
+from grading.drift import rubric_drift_stored
 from grading.models import Grade, Response, Run
 from grading.pipeline.progress import run_progress
-from grading.plans import planned_count, rubric_drift_cached
+from grading.plans import planned_count
 from grading.reports import scoring
 from grading.reports.report import metric_rows, report_csv, run_report_cached, run_report_document
 from grading.reports.results_file import dump_results
@@ -25,6 +26,14 @@ from grading.reports.run_export import run_export
 
 EXAMPLES_PER_PAGE = 50
 RUNS_PER_PAGE = 50
+
+# The example tags a HealthBench Professional row's labels become (annotation.formats.professional).
+PROFESSIONAL_GROUPS = (
+    ("use_case:", "Use case"),
+    ("type:", "Type"),
+    ("difficulty:", "Difficulty"),
+    ("specialty:", "Specialty"),
+)
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -64,17 +73,23 @@ def report_detail(request: HtmxHttpRequest, code) -> HttpResponse:
         overall_adjusted=metric_rows(data, scoring.OVERALL + scoring.LENGTH_ADJUSTED),
         themes=metric_rows(data, "theme:"),
         axes=metric_rows(data, "axis:"),
+        # A HealthBench Professional run's labels, each in its own table like themes.
+        label_groups=[
+            (heading, rows) for prefix, heading in PROFESSIONAL_GROUPS if (rows := metric_rows(data, prefix))
+        ],
         other_tags=[
             row
             for row in metric_rows(data)
-            if not row["name"].startswith(("score", scoring.OVERALL, "theme:", "axis:", "cluster:"))
+            if not row["name"].startswith(
+                ("score", scoring.OVERALL, "theme:", "axis:", "cluster:", *(p for p, _ in PROFESSIONAL_GROUPS))
+            )
         ],
         consensus=_consensus_rows(data),
         worst=_worst_at_k_chart(data["worst_at_k"]),
         # The actual cost from the stored usage (not cached with the report: a run in
         # progress keeps spending).
         progress=run_progress(run=run) if run.grader_config_id else None,
-        drift=None if run.is_active else rubric_drift_cached(run),
+        drift=None if run.is_active else rubric_drift_stored(run),
         calibration=None if run.is_active else calibration_report_cached(run),
     )
     return render(request, "reports/report_detail.html", context)

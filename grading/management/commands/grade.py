@@ -28,11 +28,13 @@ from annotation.models import Subset
 from grading.endpoint_rules import RAW_FIELDS_MESSAGE
 from grading.endpoints.listing import endpoint_lines
 from grading.models import Endpoint, GraderTemplate, Run
-from grading.pipeline.estimate import RunSpec, RunSpecError, plan_estimate, run_plan, spec_check
-from grading.pipeline.grader_prompt import DEFAULT_TEMPLATE, TemplateError, load_template
+from grading.pipeline.estimate import plan_estimate, run_plan, spec_check
+from grading.pipeline.grader_prompt import TemplateError, load_template
+from grading.pipeline.modes import DEFAULT, MODES
 from grading.pipeline.progress import run_progress
-from grading.pipeline.response_prompt import CRITERIA_PER_CALL, EXPLANATIONS, MODES, PER_CRITERION
+from grading.pipeline.response_prompt import CRITERIA_PER_CALL, EXPLANATIONS
 from grading.pipeline.run_launch import run_launch
+from grading.pipeline.run_request import DEFAULT_CONCURRENCY, RunRequest, RunSpecError, run_request
 from grading.pipeline.runs import QueueUnavailable, run_cancel, run_resume
 
 POLL_SECONDS = 2.0
@@ -79,8 +81,8 @@ class Command(BaseCommand):
 
         grader.add_argument(
             "--grading-mode",
-            choices=MODES,
-            default=PER_CRITERION,
+            choices=list(MODES),
+            default=DEFAULT,
             help="per-criterion: one call per response and criterion (the reference's way); per-response: "
             f"every criterion of a response in one call (up to {CRITERIA_PER_CALL} a call)",
         )
@@ -112,7 +114,9 @@ class Command(BaseCommand):
         for option in RAW_OPTIONS:
             parser.add_argument("--" + option.replace("_", "-"), dest=option, default=None, help=argparse.SUPPRESS)
 
-        parser.add_argument("--concurrency", type=int, default=16, help="grader calls in flight, all workers together")
+        parser.add_argument(
+            "--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="grader calls in flight, all workers together"
+        )
         parser.add_argument(
             "--no-cache", action="store_true", help="call the grader even for identical earlier requests"
         )
@@ -185,17 +189,18 @@ class Command(BaseCommand):
         except Run.DoesNotExist:
             raise CommandError(f"no run named {name!r}") from None
 
-    def _spec(self, options) -> RunSpec:
+    def launch_request(self, options) -> RunRequest:
+        """The run the options ask for (grading.pipeline.run_request, as every door builds it)."""
         try:
-            template = load_template(options["grader_template"]) if options["grader_template"] else DEFAULT_TEMPLATE
+            template = load_template(options["grader_template"]) if options["grader_template"] else ""
         except TemplateError as exc:
             raise CommandError(str(exc)) from None
+        stored = None
         if options["template"]:
             stored = GraderTemplate.objects.filter(name=options["template"]).first()
             if stored is None:
                 names = ", ".join(GraderTemplate.objects.values_list("name", flat=True)[:20]) or "none yet"
                 raise CommandError(f"no grader template named {options['template']!r} (stored: {names})")
-            template = stored.text
         responses_from = self._run(options["responses_from"]) if options["responses_from"] else None
         subset = None
         if options["subset"]:
@@ -205,23 +210,27 @@ class Command(BaseCommand):
                 raise CommandError(f"no subset named {options['subset']!r}") from None
         if not options["grader"]:
             raise CommandError(f"--grader ENDPOINT is required ({self._endpoint_names()})")
-        return RunSpec(
-            name=options["name"],
-            grader=self._endpoint(options["grader"]),
-            template=template,
-            concurrency=options["concurrency"],
-            use_cache=not options["no_cache"],
-            responses_from=responses_from,
-            labelled=options["labelled"],
-            subset=subset,
-            policy=self._endpoint(options["policy"]) if options["policy"] else None,
-            samples=options["samples"],
-            length_adjusted=options["length_adjusted"],
-            healthbench_professional=options["professional"],
-            grading_mode=options["grading_mode"],
-            explanation_length=options["explanation"],
-            batch=options["batch"],
-        )
+        try:
+            return run_request(
+                name=options["name"],
+                grader=self._endpoint(options["grader"]),
+                template=template,
+                stored_template=stored,
+                concurrency=options["concurrency"],
+                use_cache=not options["no_cache"],
+                responses_from=responses_from,
+                labelled=options["labelled"],
+                subset=subset,
+                policy=self._endpoint(options["policy"]) if options["policy"] else None,
+                samples=options["samples"],
+                length_adjusted=options["length_adjusted"],
+                healthbench_professional=options["professional"],
+                grading_mode=options["grading_mode"],
+                explanation_length=options["explanation"],
+                batch=options["batch"],
+            )
+        except RunSpecError as exc:
+            raise CommandError("\n".join(exc.problems)) from None
 
     def _endpoint_names(self) -> str:
         names = list(Endpoint.objects.order_by("name").values_list("name", flat=True)[:20])
@@ -234,7 +243,7 @@ class Command(BaseCommand):
             raise CommandError(f"no endpoint named {name!r} ({self._endpoint_names()})") from None
 
     def _launch(self, options) -> Run | None:
-        spec = self._spec(options)
+        spec = self.launch_request(options)
         try:
             spec_check(spec)
             plan = run_plan(spec)

@@ -1,0 +1,161 @@
+"""Mark the interface's own text in the templates for translation, without changing a rendered byte.
+
+Each piece of plain text between tags (and each plain aria-label, title, placeholder and alt)
+becomes `{% translate "..." %}`; with no catalogue for the language, Django renders the literal
+as it stands (not escaped), so the English pages stay exactly as they were. Left alone: text
+beside a `{{ variable }}` or an output tag (a sentence with a value in it needs a
+`{% blocktranslate %}` written by hand), text over several lines, text holding both kinds of
+quote or a backslash, and everything inside <script>, <style>, <textarea>, <kbd>, <code>, comments,
+`{% verbatim %}` and `{% blocktranslate %}`. Running it again changes nothing, so it can be
+run after a merge instead of resolving the marks by hand.
+
+Usage: python scripts/mark_translations.py [--check] [templates/ ...]
+"""
+
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ATTRIBUTES = ("aria-label", "title", "placeholder", "alt")
+# Tags that decide what is shown but print nothing themselves: text beside them is whole text.
+CONTROL = {
+    "if", "elif", "else", "endif", "for", "empty", "endfor", "with", "endwith", "block", "endblock",
+    "partialdef", "endpartialdef", "partial", "include", "extends", "load", "spaceless", "endspaceless",
+    "translate", "trans", "csrf_token",
+}  # fmt: skip
+# Keys to press and identifiers stay as they are in every language.
+SKIP_ELEMENTS = ("script", "style", "textarea", "kbd", "code")
+SKIP_BLOCKS = {"comment": "endcomment", "verbatim": "endverbatim", "blocktranslate": "endblocktranslate",
+               "blocktrans": "endblocktrans"}  # fmt: skip
+LETTER = re.compile(r"[A-Za-z]")
+ATTRIBUTE = re.compile(r"(\s(?:" + "|".join(ATTRIBUTES) + r')=")([^"{}<>]*)(")')
+
+
+def _tokens(source: str) -> list[tuple[str, str]]:
+    """(kind, text) in order: 'tag' {% %}, 'var' {{ }}, 'comment' {# #}, 'html' <...>, 'text'."""
+    tokens, i, n = [], 0, len(source)
+    while i < n:
+        two = source[i : i + 2]
+        if two in ("{%", "{{", "{#"):
+            end = source.find({"{%": "%}", "{{": "}}", "{#": "#}"}[two], i + 2)
+            end = n if end < 0 else end + 2
+            tokens.append(({"{%": "tag", "{{": "var", "{#": "comment"}[two], source[i:end]))
+            i = end
+        elif source[i] == "<" and i + 1 < n and (source[i + 1].isalpha() or source[i + 1] in "/!"):
+            j = i + 1
+            while j < n and source[j] != ">":
+                if source[j : j + 2] in ("{%", "{{", "{#"):
+                    close = source.find({"{%": "%}", "{{": "}}", "{#": "#}"}[source[j : j + 2]], j + 2)
+                    j = n if close < 0 else close + 2
+                else:
+                    j += 1
+            tokens.append(("html", source[i : j + 1]))
+            i = j + 1
+        else:
+            j = i
+            while (
+                j < n
+                and source[j : j + 2] not in ("{%", "{{", "{#")
+                and not (source[j] == "<" and j + 1 < n and (source[j + 1].isalpha() or source[j + 1] in "/!"))
+            ):
+                j += 1
+            tokens.append(("text", source[i:j]))
+            i = j
+    return tokens
+
+
+def _tag_name(token: str) -> str:
+    parts = token[2:-2].split()
+    return parts[0] if parts else ""
+
+
+def _literal(text: str) -> str | None:
+    """`{% translate "text" %}`, or None when the text cannot be a plain literal."""
+    if "\n" in text or "\\" in text or "%}" in text or "{" in text:
+        return None
+    if '"' not in text:
+        return '{% translate "' + text + '" %}'
+    if "'" not in text:
+        return "{% translate '" + text + "' %}"
+    return None
+
+
+def _prints(kind: str, token: str) -> bool:
+    """Whether a neighbour puts text into the sentence (a value, or a tag that prints)."""
+    return kind == "var" or (kind == "tag" and _tag_name(token) not in CONTROL and not token.startswith("{% end"))
+
+
+def _mark_text(text: str) -> str:
+    core = text.strip()
+    if len(core) < 2 or not LETTER.search(core) or (core.startswith("&") and core.endswith(";")):
+        return text
+    marked = _literal(core)
+    if marked is None:
+        return text
+    start = text.index(core)
+    return text[:start] + marked + text[start + len(core) :]
+
+
+def _mark_attributes(tag: str) -> str:
+    def one(match: re.Match) -> str:
+        value = match.group(2)
+        if not LETTER.search(value) or "'" in value or "\\" in value:
+            return match.group(0)
+        return f"{match.group(1)}{{% translate '{value}' %}}{match.group(3)}"
+
+    return ATTRIBUTE.sub(one, tag)
+
+
+def mark(source: str) -> str:
+    tokens = _tokens(source)
+    out, skip_until, element = [], None, None
+    for index, (kind, token) in enumerate(tokens):
+        if skip_until is not None:
+            out.append(token)
+            if kind == "tag" and _tag_name(token) == skip_until:
+                skip_until = None
+            continue
+        if element is not None:
+            out.append(token)
+            if kind == "html" and token.lower().startswith(f"</{element}"):
+                element = None
+            continue
+        if kind == "tag" and _tag_name(token) in SKIP_BLOCKS:
+            skip_until = SKIP_BLOCKS[_tag_name(token)]
+            out.append(token)
+            continue
+        if kind == "html":
+            name = re.match(r"<\s*([A-Za-z0-9-]+)", token)
+            if name and name.group(1).lower() in SKIP_ELEMENTS and not token.endswith("/>"):
+                element = name.group(1).lower()
+            out.append(_mark_attributes(token))
+            continue
+        if kind == "text":
+            before = tokens[index - 1] if index else ("html", "")
+            after = tokens[index + 1] if index + 1 < len(tokens) else ("html", "")
+            if not _prints(*before) and not _prints(*after):
+                token = _mark_text(token)
+        out.append(token)
+    return "".join(out)
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    roots = [Path(a) for a in argv if a != "--check"] or [REPO / "templates"]
+    changed = []
+    for root in roots:
+        for path in sorted(root.rglob("*.html")) if root.is_dir() else [root]:
+            source = path.read_text()
+            marked = mark(source)
+            if marked != source:
+                changed.append(path)
+                if not check:
+                    path.write_text(marked)
+    for path in changed:
+        print(("unmarked text in " if check else "marked ") + str(path))
+    return 1 if check and changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
