@@ -9,6 +9,9 @@ quote or a backslash, and everything inside <script>, <style>, <textarea>, <kbd>
 `{% verbatim %}` and `{% blocktranslate %}`. Running it again changes nothing, so it can be
 run after a merge instead of resolving the marks by hand.
 
+It also lists the sentences with a value in them that are still outside a `{% blocktranslate %}`
+(see `unmarked_sentences`); those it cannot rewrite, and it exits 1 while any is left.
+
 Usage: python scripts/mark_translations.py [--check] [templates/ ...]
 """
 
@@ -18,18 +21,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ATTRIBUTES = ("aria-label", "title", "placeholder", "alt")
-# Tags that decide what is shown but print nothing themselves: text beside them is whole text.
+# Tags that print nothing themselves or a whole translated sentence: text beside them is whole text.
 CONTROL = {
     "if", "elif", "else", "endif", "for", "empty", "endfor", "with", "endwith", "block", "endblock",
     "partialdef", "endpartialdef", "partial", "include", "extends", "load", "spaceless", "endspaceless",
-    "translate", "trans", "csrf_token",
+    "translate", "trans", "blocktranslate", "blocktrans", "csrf_token",
 }  # fmt: skip
 # Keys to press and identifiers stay as they are in every language.
 SKIP_ELEMENTS = ("script", "style", "textarea", "kbd", "code")
 SKIP_BLOCKS = {"comment": "endcomment", "verbatim": "endverbatim", "blocktranslate": "endblocktranslate",
                "blocktrans": "endblocktrans"}  # fmt: skip
 LETTER = re.compile(r"[A-Za-z]")
+WORD = re.compile(r"[A-Za-z]{2,}")
 ATTRIBUTE = re.compile(r"(\s(?:" + "|".join(ATTRIBUTES) + r')=")([^"{}<>]*)(")')
+VALUED_ATTRIBUTE = re.compile(r"\s(?:" + "|".join(ATTRIBUTES) + r')="((?:[^"{]|\{\{.*?\}\}|\{%.*?%\}|\{)*)"')
+BLOCKTRANSLATE = re.compile(r"\{% blocktrans(?:late)?\b.*?\{% endblocktrans(?:late)? %\}", re.DOTALL)
+TEMPLATE_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}")
 
 
 def _tokens(source: str) -> list[tuple[str, str]]:
@@ -83,7 +90,12 @@ def _literal(text: str) -> str | None:
 
 def _prints(kind: str, token: str) -> bool:
     """Whether a neighbour puts text into the sentence (a value, or a tag that prints)."""
-    return kind == "var" or (kind == "tag" and _tag_name(token) not in CONTROL and not token.startswith("{% end"))
+    if kind != "tag":
+        return kind == "var"
+    parts = token[2:-2].split()
+    # `{% widthratio a b 100 as share %}` stores its value instead of printing it.
+    stores = len(parts) > 2 and parts[-2] == "as"
+    return _tag_name(token) not in CONTROL and not token.startswith("{% end") and not stores
 
 
 def _mark_text(text: str) -> str:
@@ -107,37 +119,73 @@ def _mark_attributes(tag: str) -> str:
     return ATTRIBUTE.sub(one, tag)
 
 
-def mark(source: str) -> str:
-    tokens = _tokens(source)
-    out, skip_until, element = [], None, None
+def _walk(tokens: list[tuple[str, str]]):
+    """(index, kind, token, open) for each token; `open` is False inside what is never marked."""
+    skip_until, element = None, None
     for index, (kind, token) in enumerate(tokens):
         if skip_until is not None:
-            out.append(token)
             if kind == "tag" and _tag_name(token) == skip_until:
                 skip_until = None
+            yield index, kind, token, False
             continue
         if element is not None:
-            out.append(token)
             if kind == "html" and token.lower().startswith(f"</{element}"):
                 element = None
+            yield index, kind, token, False
             continue
         if kind == "tag" and _tag_name(token) in SKIP_BLOCKS:
             skip_until = SKIP_BLOCKS[_tag_name(token)]
-            out.append(token)
+            yield index, kind, token, False
             continue
         if kind == "html":
             name = re.match(r"<\s*([A-Za-z0-9-]+)", token)
             if name and name.group(1).lower() in SKIP_ELEMENTS and not token.endswith("/>"):
                 element = name.group(1).lower()
-            out.append(_mark_attributes(token))
-            continue
-        if kind == "text":
-            before = tokens[index - 1] if index else ("html", "")
-            after = tokens[index + 1] if index + 1 < len(tokens) else ("html", "")
+        yield index, kind, token, True
+
+
+def _neighbours(tokens: list[tuple[str, str]], index: int) -> tuple[tuple[str, str], tuple[str, str]]:
+    before = tokens[index - 1] if index else ("html", "")
+    after = tokens[index + 1] if index + 1 < len(tokens) else ("html", "")
+    return before, after
+
+
+def mark(source: str) -> str:
+    tokens = _tokens(source)
+    out = []
+    for index, kind, token, open_ in _walk(tokens):
+        if open_ and kind == "html":
+            token = _mark_attributes(token)
+        elif open_ and kind == "text":
+            before, after = _neighbours(tokens, index)
             if not _prints(*before) and not _prints(*after):
                 token = _mark_text(token)
         out.append(token)
     return "".join(out)
+
+
+def unmarked_sentences(source: str) -> list[str]:
+    """Sentences with a value in them left outside `{% blocktranslate %}`, which `mark` cannot fix.
+
+    A heuristic: a run of text holding a word (two letters or more) next to a `{{ value }}` or a
+    tag that prints (`{% widthratio %}`; `... as name` prints nothing), outside what is never
+    marked; and an aria-label, title, placeholder or alt that holds a value and a word outside a
+    `{% blocktranslate %}`. Punctuation or symbols beside a value ("({{ n }})", "{{ a }} · {{ b }}")
+    are not a sentence. Write these by hand: `{% blocktranslate with name=run.name %}`, and
+    `count counter=...` with `{% plural %}` where a number decides the words."""
+    tokens = _tokens(source)
+    found = []
+    for index, kind, token, open_ in _walk(tokens):
+        if not open_:
+            continue
+        if kind == "text" and WORD.search(token) and any(_prints(*n) for n in _neighbours(tokens, index)):
+            found.append(token.strip())
+        elif kind == "html":
+            for value in VALUED_ATTRIBUTE.findall(token):
+                outside = BLOCKTRANSLATE.sub("", value)
+                if "{{" in outside and WORD.search(TEMPLATE_TAG.sub("", outside)):
+                    found.append(value)
+    return found
 
 
 def main(argv: list[str]) -> int:
@@ -154,7 +202,11 @@ def main(argv: list[str]) -> int:
                     path.write_text(marked)
     for path in changed:
         print(("unmarked text in " if check else "marked ") + str(path))
-    return 1 if check and changed else 0
+    sentences = [(path, s) for root in roots for path in (sorted(root.rglob("*.html")) if root.is_dir() else [root])
+                 for s in unmarked_sentences(path.read_text())]  # fmt: skip
+    for path, sentence in sentences:
+        print(f"sentence with a value outside blocktranslate in {path}: {sentence[:70]!r}")
+    return 1 if (check and changed) or sentences else 0
 
 
 if __name__ == "__main__":

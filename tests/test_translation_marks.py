@@ -1,7 +1,10 @@
 """The interface's own text is marked for translation, and marking it changed no rendered byte.
 
 scripts/mark_translations.py wraps plain text in `{% translate "..." %}`; with no catalogue
-for the language, Django renders that literal as it stands, so the English pages are the same."""
+for the language, Django renders that literal as it stands, so the English pages are the same.
+A sentence with a value in it ("{{ n }} tasks left") is written by hand as `{% blocktranslate %}`
+with named values (and `count` where a number decides the words);
+`unmarked_sentences` finds one left outside, by a heuristic its docstring states."""
 
 import importlib.util
 import re
@@ -52,3 +55,35 @@ def test_every_template_is_marked_and_its_marks_are_only_the_text(path):
     assert marking.mark(source) == source
     # Taking the marks out gives the text back, and marking it again gives this file.
     assert marking.mark(_unmarked(source)) == source
+
+
+SENTENCES = (
+    "<p>{{ n }} task{{ n|pluralize }} left · <b>{{ run.name }}</b> ({{ share }}%)</p>"
+    '<a href="{{ url }}" aria-label="Open {{ run.name }}">{{ run.name }}</a> {% widthratio a 1 100 %}% off'
+)
+SENTENCES_MARKED = (
+    "<p>{% blocktranslate count counter=n %}{{ counter }} task left{% plural %}{{ counter }} tasks left"
+    "{% endblocktranslate %} · <b>{{ run.name }}</b> ({{ share }}%)</p>"
+    '<a href="{{ url }}" aria-label="{% blocktranslate with name=run.name %}Open {{ name }}{% endblocktranslate %}">'
+    "{{ run.name }}</a> {% widthratio a 1 100 as off %}{% blocktranslate %}{{ off }}% off{% endblocktranslate %}"
+)
+
+
+def test_a_sentence_with_a_value_outside_blocktranslate_is_found():
+    found = marking.unmarked_sentences(SENTENCES)
+    assert found == ["task", "left ·", "Open {{ run.name }}", "% off"]
+
+
+def test_a_value_beside_punctuation_or_inside_blocktranslate_is_no_sentence():
+    assert marking.unmarked_sentences(SENTENCES_MARKED) == []
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_blocktranslate_renders_the_same_english(n):
+    context = {"n": n, "run": {"name": "R&D <1>"}, "share": 12.5, "url": "/r/1", "a": 0.25}
+    assert Template(SENTENCES_MARKED).render(Context(context)) == Template(SENTENCES).render(Context(context))
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_template_leaves_a_sentence_with_a_value_outside_blocktranslate(path):
+    assert marking.unmarked_sentences(path.read_text()) == []
