@@ -8,6 +8,7 @@ from annotation.formats.validation import MAX_UPLOAD_BYTES
 from annotation.models import THEMES, Conversation, Subset
 
 MB = 1024 * 1024
+NAME_RULE = _("Use lowercase letters, digits, '-' and '_', starting with a letter or digit.")
 
 
 class ImportForm(forms.Form):
@@ -20,15 +21,18 @@ class ImportForm(forms.Form):
         upload = self.cleaned_data["file"]
         if upload.size > MAX_UPLOAD_BYTES:
             raise forms.ValidationError(
-                f"The file is {upload.size / MB:,.1f} MB; the browser import takes at most "
-                f"{MAX_UPLOAD_BYTES // MB} MB. Import larger files with manage.py import_healthbench FILE."
+                _(
+                    "The file is %(size)s MB; the browser import takes at most %(limit)s MB."
+                    " Import larger files with manage.py import_healthbench FILE."
+                )
+                % {"size": format(upload.size / MB, ",.1f"), "limit": MAX_UPLOAD_BYTES // MB}
             )
         return upload
 
     def clean_subset(self):
         name = self.cleaned_data["subset"].strip()
         if name and not SUBSET_NAME.match(name):
-            raise forms.ValidationError("Use lowercase letters, digits, '-' and '_', starting with a letter or digit.")
+            raise forms.ValidationError(NAME_RULE)
         return name or None
 
 
@@ -51,9 +55,9 @@ class SubsetCreateForm(forms.Form):
     def clean_name(self):
         name = self.cleaned_data["name"].strip()
         if not SUBSET_NAME.match(name):
-            raise forms.ValidationError("Use lowercase letters, digits, '-' and '_', starting with a letter or digit.")
+            raise forms.ValidationError(NAME_RULE)
         if Subset.objects.filter(name=name).exists():
-            raise forms.ValidationError(f"A subset named {name!r} already exists.")
+            raise forms.ValidationError(_("A subset named %(name)s already exists.") % {"name": repr(name)})
         return name
 
     def clean_kind(self) -> str:
@@ -82,7 +86,7 @@ class PromptIdsForm(forms.Form):
     def clean_prompt_ids(self) -> list[str]:
         wanted = [line.strip() for line in self.cleaned_data["prompt_ids"].splitlines() if line.strip()]
         if not wanted:
-            raise forms.ValidationError("Give one prompt_id per line.")
+            raise forms.ValidationError(_("Give one prompt_id per line."))
         return list(dict.fromkeys(wanted))
 
     def found(self) -> tuple[list[int], list[str]]:

@@ -150,16 +150,18 @@ class ExternalLinkForm(forms.Form):
     def clean_external(self) -> Physician:
         wanted = self.cleaned_data["external"].strip().lower().removeprefix("anon:")
         if len(wanted) < 8:
-            raise forms.ValidationError("Give at least the first 8 characters of the anonymised id.")
+            raise forms.ValidationError(_("Give at least the first 8 characters of the anonymised id."))
         found = list(
             Physician.objects.filter(
                 role=Physician.Role.PHYSICIAN, user__isnull=True, anonymized_id__startswith=wanted
             ).order_by("id")[:2]
         )
         if not found:
-            raise forms.ValidationError(f"No external physician's anonymised id starts with {wanted}.")
+            raise forms.ValidationError(_("No external physician's anonymised id starts with %(id)s.") % {"id": wanted})
         if len(found) > 1:
-            raise forms.ValidationError(f"More than one external physician's id starts with {wanted}: give more of it.")
+            raise forms.ValidationError(
+                _("More than one external physician's id starts with %(id)s: give more of it.") % {"id": wanted}
+            )
         return found[0]
 
     def clean_username(self) -> User:
@@ -168,7 +170,7 @@ class ExternalLinkForm(forms.Form):
             return User.objects.get(username=name)
         except User.DoesNotExist:
             raise forms.ValidationError(
-                f"No account is called {name}. Create it in the admin first, then link it here."
+                _("No account is called %(name)s. Create it in the admin first, then link it here.") % {"name": name}
             ) from None
 
 
