@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils.translation import gettext
 
 from annotation.models import Physician, PhysicianLabel
 
@@ -32,10 +33,10 @@ def _other_work(physician: Physician) -> list[str]:
     """Work other than labels: imports create none, so its presence means this is no plain external."""
     found = []
     for name, related in (
-        ("tasks", physician.assignments),
-        ("votes", physician.votes),
-        ("can't-judge answers", physician.cant_judge),
-        ("drafts", physician.drafts),
+        (gettext("tasks"), physician.assignments),
+        (gettext("votes"), physician.votes),
+        (gettext("can't-judge answers"), physician.cant_judge),
+        (gettext("drafts"), physician.drafts),
     ):
         if related.exists():
             found.append(name)
@@ -45,7 +46,7 @@ def _other_work(physician: Physician) -> list[str]:
 def external_link_plan(*, external: Physician, user: User) -> LinkPlan:
     """Check a link and say what it would do; raises ValidationError with the curator's words."""
     if not external.is_external or external.role != Physician.Role.PHYSICIAN:
-        raise ValidationError(f"{external} already has an account.")
+        raise ValidationError(gettext("%(external)s already has an account.") % {"external": external})
     labels = external.labels.count()
     try:
         profile: Physician | None = user.physician
@@ -54,20 +55,30 @@ def external_link_plan(*, external: Physician, user: User) -> LinkPlan:
     if profile is None:
         return LinkPlan(external=external, user=user, merge_into=None, labels=labels)
     if profile.role != Physician.Role.PHYSICIAN:
-        raise ValidationError(f"The account {user.get_username()} is a {profile.role}, not a physician.")
+        raise ValidationError(
+            gettext("The account %(username)s is a %(role)s, not a physician.")
+            % {"username": user.get_username(), "role": profile.role}
+        )
     if profile.anonymized_id:
         raise ValidationError(
-            f"The account {user.get_username()} is already linked to the external physician {profile}."
+            gettext("The account %(username)s is already linked to the external physician %(external)s.")
+            % {"username": user.get_username(), "external": profile}
         )
     other = _other_work(external)
     if other:
-        raise ValidationError(f"{external} has {', '.join(other)} besides labels; link it in the admin instead.")
+        raise ValidationError(
+            gettext("%(external)s has %(work)s besides labels; link it in the admin instead.")
+            % {"external": external, "work": ", ".join(other)}
+        )
     items = set(external.labels.values_list("response_id", "criterion_id"))
     shared = len(items & set(profile.labels.values_list("response_id", "criterion_id")))
     if shared:
         raise ValidationError(
-            f"{user.get_username()} and {external} both labelled {shared} of the same items;"
-            " one physician gives one label per item, so they cannot be the same person."
+            gettext(
+                "%(username)s and %(external)s both labelled %(shared)s of the same items;"
+                " one physician gives one label per item, so they cannot be the same person."
+            )
+            % {"username": user.get_username(), "external": external, "shared": shared}
         )
     return LinkPlan(external=external, user=user, merge_into=profile, labels=labels)
 

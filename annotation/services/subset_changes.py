@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from annotation.models import Physician, Subset, SubsetChange, SubsetMember
 from healthbench_web.bulk import db_now, insert_rows
@@ -109,7 +110,9 @@ def subset_change_undo(*, subset: Subset) -> SubsetChange:
         subset = Subset.objects.select_for_update().get(pk=subset.pk)
         change = undoable_change(subset)
         if change is None:
-            raise NothingToUndo(f"{subset.name} has no change to undo since it was last frozen")
+            raise NothingToUndo(
+                gettext("%(name)s has no change to undo since it was last frozen") % {"name": subset.name}
+            )
         SubsetMember.objects.filter(subset=subset, conversation_id__in=change.added).delete()
         present = set(SubsetMember.objects.filter(subset=subset).values_list("conversation_id", flat=True))
         back = [(member_id, cid) for member_id, cid in change.removed if cid not in present]

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils.translation import gettext
 
 from annotation.models import Criterion, Physician
 from annotation.services.assignments import assignments_cancel_open
@@ -37,7 +38,10 @@ def physician_status_set(*, physician: Physician, status: str) -> VettingOutcome
         # Locked, so two curators clicking at once cannot both apply a transition from one state.
         locked = Physician.objects.select_for_update().get(id=physician.id)
         if status not in TRANSITIONS[locked.status]:
-            raise ValidationError(f"A physician who is {locked.status} cannot become {status}.")
+            raise ValidationError(
+                gettext("A physician who is %(current)s cannot become %(status)s.")
+                % {"current": locked.status, "status": status}
+            )
         counted_before = locked.status == Status.ACTIVE
         locked.status = status
         locked.save(update_fields=["status"])
