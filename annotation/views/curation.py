@@ -13,7 +13,7 @@ from django.db import IntegrityError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.access import (
@@ -96,7 +96,8 @@ def assignments(request: HtmxRequest) -> HttpResponse:
                 for reason in summary.reasons[:SHOWN_REASONS]:
                     messages.warning(request, reason + ".")
                 if len(summary.reasons) > SHOWN_REASONS:
-                    messages.warning(request, f"… and {len(summary.reasons) - SHOWN_REASONS} more conversations.")
+                    more = len(summary.reasons) - SHOWN_REASONS
+                    messages.warning(request, gettext("… and %(more)s more conversations.") % {"more": more})
             # Back to the same choices, previewed again: what is left to do shows at once.
             fields = {name: form.data.get(name, "") for name in form.fields}
             return redirect(f"{reverse('assignments')}?{urlencode(fields)}")
@@ -208,8 +209,12 @@ def physician_link(request: HtmxRequest) -> HttpResponse:
             else:
                 messages.success(
                     request,
-                    f"{name} is now {user.get_username()}: {done.labels} label{'s' if done.labels != 1 else ''} kept."
-                    " They can receive tasks from now on.",
+                    ngettext(
+                        "%(name)s is now %(username)s: %(labels)s label kept. They can receive tasks from now on.",
+                        "%(name)s is now %(username)s: %(labels)s labels kept. They can receive tasks from now on.",
+                        done.labels,
+                    )
+                    % {"name": name, "username": user.get_username(), "labels": done.labels},
                 )
                 return redirect("physicians")
     else:

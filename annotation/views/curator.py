@@ -83,7 +83,7 @@ def curator_subsets(request: HttpRequest) -> HttpResponse:
         subset = Subset.objects.create(
             name=form.cleaned_data["name"], kind=form.cleaned_data["kind"], description=form.cleaned_data["description"]
         )
-        messages.success(request, f"Subset {subset.name} created.")
+        messages.success(request, gettext("Subset %(name)s created.") % {"name": subset.name})
         return redirect("curator_subset", name=subset.name)
     subsets = Subset.objects.annotate(
         n_members=Count("members", distinct=True), n_versions=Count("versions", distinct=True)
@@ -123,7 +123,8 @@ def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str
     out anew, and applied only if it is still the one the curator saw.
     """
     if plan.empty:
-        messages.info(request, f"{plan.action}: nothing to change. {note}".strip())
+        nothing = gettext("%(action)s: nothing to change.") % {"action": plan.action}
+        messages.info(request, f"{nothing} {note}".strip())
         return redirect("curator_subset", name=subset.name)
     confirmed = request.POST.get("confirm", "")
     if plan.destructive and confirmed != plan.fingerprint:
@@ -153,9 +154,11 @@ def _change(request: HttpRequest, subset: Subset, plan: SubsetPlan, *, note: str
             request, gettext("The subset changed while you were looking at it: nothing was applied. Try again.")
         )
         return redirect("curator_subset", name=subset.name)
-    text = (
-        f"{plan.action}: {len(plan.added)} added, {len(plan.removed)} removed. You can undo this until the next freeze."
-    )
+    text = gettext("%(action)s: %(added)s added, %(removed)s removed. You can undo this until the next freeze.") % {
+        "action": plan.action,
+        "added": len(plan.added),
+        "removed": len(plan.removed),
+    }
     messages.success(request, f"{text} {note}".strip())
     return redirect("curator_subset", name=subset.name)
 
@@ -168,8 +171,8 @@ def curator_subset_filter(request: HttpRequest, name: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(
             request,
-            "The filter is not valid: "
-            + "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()),
+            gettext("The filter is not valid: %(errors)s")
+            % {"errors": "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items())},
         )
         return redirect("curator_subset", name=name)
     data = form.cleaned_data
@@ -197,16 +200,19 @@ def curator_subset_pick(request: HttpRequest, name: str) -> HttpResponse:
     form = PromptIdsForm(request.POST)
     if not form.is_valid():
         messages.error(
-            request, " ".join(str(e) for e in form.errors.get("prompt_ids", [])) or "Give one prompt_id per line."
+            request,
+            " ".join(str(e) for e in form.errors.get("prompt_ids", [])) or gettext("Give one prompt_id per line."),
         )
         return redirect("curator_subset", name=name)
     ids, unknown = form.found()
     note = ""
     if unknown:
-        shown = ", ".join(unknown[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else "")
-        note = f"Not found, so left out: {shown}."
+        more = gettext(" and %(more)s more") % {"more": len(unknown) - 20} if len(unknown) > 20 else ""
+        note = gettext("Not found, so left out: %(shown)s.") % {"shown": ", ".join(unknown[:20]) + more}
     if not ids:
-        messages.error(request, f"None of these prompt_ids is a conversation here, so nothing changed. {note}")
+        messages.error(
+            request, gettext("None of these prompt_ids is a conversation here, so nothing changed.") + " " + note
+        )
         return redirect("curator_subset", name=name)
     if form.cleaned_data["action"] == "add":
         plan = subset_plan_add(subset=subset, conversation_ids=ids, action=f"Hand-pick {len(ids)} to add")
@@ -259,11 +265,12 @@ def curator_subset_undo(request: HttpRequest, name: str) -> HttpResponse:
     try:
         change = subset_change_undo(subset=subset)
     except NothingToUndo as exc:
-        messages.error(request, f"Nothing undone: {exc}.")
+        messages.error(request, gettext("Nothing undone: %(reason)s.") % {"reason": exc})
     else:
         messages.success(
             request,
-            f"Undone: {change.action} ({len(change.added)} taken out again, {len(change.removed)} put back).",
+            gettext("Undone: %(action)s (%(added)s taken out again, %(removed)s put back).")
+            % {"action": change.action, "added": len(change.added), "removed": len(change.removed)},
         )
     return redirect("curator_subset", name=name)
 
@@ -280,13 +287,21 @@ def curator_subset_freeze(request: HttpRequest, name: str) -> HttpResponse:
         version, created = subset_version_freeze(subset=subset, frozen_by=physician_for(request.user))
     except SubsetEmpty:
         messages.error(
-            request, f"{subset.name} has no members, so there is nothing to freeze. Add conversations first."
+            request,
+            gettext("%(name)s has no members, so there is nothing to freeze. Add conversations first.")
+            % {"name": subset.name},
         )
         return redirect("curator_subset", name=name)
     if created:
-        messages.success(request, f"Frozen as version {version.number} (sha256 {version.content_hash[:12]}…).")
+        messages.success(
+            request,
+            gettext("Frozen as version %(number)s (sha256 %(hash)s…).")
+            % {"number": version.number, "hash": version.content_hash[:12]},
+        )
     else:
-        messages.info(request, f"Nothing changed since version {version.number}; no new version.")
+        messages.info(
+            request, gettext("Nothing changed since version %(number)s; no new version.") % {"number": version.number}
+        )
     return redirect("curator_subset", name=name)
 
 

@@ -36,8 +36,14 @@ def draft(request: HtmxRequest) -> HttpResponse:
             messages.success(request, gettext("Conversation saved. Now write its rubric."))
             url = reverse("rubric_editor", args=[outcome.conversation.code])
         else:
-            who = f"to {task.physician}" if task else "to nobody yet: there is no active physician"
-            messages.success(request, f"Conversation saved; its rubric was assigned {who}.")
+            if task is not None:
+                saved = gettext("Conversation saved; its rubric was assigned to %(physician)s.")
+                messages.success(request, saved % {"physician": task.physician})
+            else:
+                nobody = gettext(
+                    "Conversation saved; its rubric was assigned to nobody yet: there is no active physician."
+                )
+                messages.success(request, nobody)
             url = reverse("home")
         return HttpResponseClientRedirect(url) if wants_fragment(request) else redirect(url)
     return render_page(request, "annotation/draft.html", {"form": form}, fragment="draft-form")

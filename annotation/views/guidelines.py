@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotation.access import HtmxRequest, physician_for, require_curator, require_role, require_working_physician
@@ -44,7 +45,7 @@ def guideline_edit(request: HtmxRequest, kind: str) -> HttpResponse:
     form = GuidelineForm(request.POST or None, initial={"text": current.text if current else ""})
     if request.method == "POST" and form.is_valid():
         guideline_save(kind=kind, text=form.cleaned_data["text"], by=curator or physician_for(request.user))
-        messages.success(request, f"Guidelines for “{Assignment.Kind(kind).label}” saved.")
+        messages.success(request, gettext("Guidelines for “%(kind)s” saved.") % {"kind": Assignment.Kind(kind).label})
         return redirect(f"/guidelines/#guideline-{kind}")
     label = Assignment.Kind(kind).label
     return render(request, "annotation/guideline_edit.html", {"form": form, "kind": kind, "label": label})

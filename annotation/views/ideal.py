@@ -35,7 +35,7 @@ def ideal_editor(request: HtmxRequest, code) -> HttpResponse:
             task_answered(task)
             draft_discard(physician=task.physician, key=key)
             if request.POST.get("action") == "next":
-                return redirect_to_next_task(request, task, "Ideal response saved.")
+                return redirect_to_next_task(request, task, gettext("Ideal response saved."))
             messages.success(request, gettext("Ideal response saved. You can keep improving it here."))
             return redirect("ideal_editor", code=task.conversation.code)
     else:

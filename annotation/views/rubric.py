@@ -160,5 +160,5 @@ def rubric_submit_view(request: HtmxRequest, code) -> HttpResponse:
         messages.error(request, " ".join(exc.messages))
         return redirect(_editor_url(task))
     task_answered(task, sign_warnings=len(warned))
-    done = f"Rubric for {task.conversation.prompt_id[:8]}… submitted. Thank you."
+    done = gettext("Rubric for %(prompt_id)s… submitted. Thank you.") % {"prompt_id": task.conversation.prompt_id[:8]}
     return redirect_to_next_task(request, task, done)
