@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.utils.translation import gettext
 
 from grading.endpoint_rules import key_variable_problem
 from grading.endpoints.forms import EndpointForm
@@ -32,7 +33,8 @@ class EndpointAdmin(admin.ModelAdmin):
         # Endpoints migrated from old grader configurations may name any variable: say so
         # where curators look, until each is changed to an allowed one.
         for endpoint, problem in endpoints_with_key_problems():
-            messages.warning(request, f"{endpoint.name}: {problem}. Runs on it are refused until it is changed.")
+            refused = gettext("%(name)s: %(problem)s. Runs on it are refused until it is changed.")
+            messages.warning(request, refused % {"name": endpoint.name, "problem": problem})
         return super().changelist_view(request, extra_context)
 
 

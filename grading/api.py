@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -431,7 +432,8 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def cancel(self, request, name=None):
         run = self.get_object()
         if not run_cancel(run=run):
-            return ApiResponse({"detail": f"{run.name} is {run.status}: there is nothing to cancel."}, status=409)
+            refused = gettext("%(name)s is %(status)s: there is nothing to cancel.")
+            return ApiResponse({"detail": refused % {"name": run.name, "status": run.status}}, status=409)
         run.refresh_from_db()
         return ApiResponse(RunSerializer(run).data)
 
@@ -443,11 +445,10 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         form = RunRetrySerializer(data=request.data)
         form.is_valid(raise_exception=True)
         if run.is_active or run.grader_config_id is None:
-            return ApiResponse(
-                {"detail": f"{run.name} is {run.status}: only an ended, graded run is retried."}, status=409
-            )
+            refused = gettext("%(name)s is %(status)s: only an ended, graded run is retried.")
+            return ApiResponse({"detail": refused % {"name": run.name, "status": run.status}}, status=409)
         live = form.validated_data["live"] if run.batch else None
-        _queue_again(run, retry_failed=True, live=live, doing="its failed grades cannot be retried")
+        _queue_again(run, retry_failed=True, live=live, doing=gettext("its failed grades cannot be retried"))
         run.refresh_from_db()
         return ApiResponse(RunSerializer(run).data)
 
@@ -457,10 +458,9 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         """Queue again the batches of an ended run that still miss grades (as `grade --resume`)."""
         run = self.get_object()
         if run.is_active or run.grader_config_id is None or run.status not in RESUMABLE:
-            return ApiResponse(
-                {"detail": f"{run.name} is {run.status}: only an ended run graded here can be resumed."}, status=409
-            )
-        _queue_again(run, retry_failed=False, live=None, doing="it cannot be resumed")
+            refused = gettext("%(name)s is %(status)s: only an ended run graded here can be resumed.")
+            return ApiResponse({"detail": refused % {"name": run.name, "status": run.status}}, status=409)
+        _queue_again(run, retry_failed=False, live=None, doing=gettext("it cannot be resumed"))
         run.refresh_from_db()
         return ApiResponse(RunSerializer(run).data)
 
@@ -519,9 +519,8 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return ApiResponse(calibration_report_cached(run), status=status.HTTP_201_CREATED)
         data = calibration_report_cached(run)
         if data is None:
-            return ApiResponse(
-                {"detail": f"{run.name} has no calibration sample: POST n and seed here to draw one."}, status=404
-            )
+            missing = gettext("%(name)s has no calibration sample: POST n and seed here to draw one.")
+            return ApiResponse({"detail": missing % {"name": run.name}}, status=404)
         return ApiResponse(data)
 
 
@@ -538,8 +537,11 @@ def _queue_again(run: Run, *, retry_failed: bool, live: bool | None, doing: str)
         raise ValidationError({"non_field_errors": exc.problems}) from None
     except QueueUnavailable as exc:
         raise QueueDown(
-            f"{run.name}: {doing} right now, the task queue is unreachable ({exc.cause}). "
-            "Nothing was changed; try again once it is back (/healthz/ says what is down)."
+            gettext(
+                "%(name)s: %(doing)s right now, the task queue is unreachable (%(cause)s). "
+                "Nothing was changed; try again once it is back (/healthz/ says what is down)."
+            )
+            % {"name": run.name, "doing": doing, "cause": exc.cause}
         ) from None
 
 

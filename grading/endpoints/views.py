@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.access import require_curator, require_role
@@ -48,11 +49,13 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
     require_curator(request)
     preset = PRESETS.get(request.GET.get("preset", ""))
     if request.GET.get("preset") and preset is None:
-        messages.error(request, f"There is no preset {request.GET['preset']!r}; start from an empty form.")
+        no_preset = gettext("There is no preset %(preset)s; start from an empty form.")
+        messages.error(request, no_preset % {"preset": repr(request.GET["preset"])})
     form = EndpointForm(request.POST or None, initial=preset.initial if preset else None)
     if request.method == "POST" and form.is_valid():
         endpoint = endpoint_save(endpoint=form.instance)
-        messages.success(request, f"Saved endpoint {endpoint.name}. Researchers can now choose it for runs.")
+        saved = gettext("Saved endpoint %(name)s. Researchers can now choose it for runs.")
+        messages.success(request, saved % {"name": endpoint.name})
         for warning in form.warnings:
             messages.warning(request, warning)
         return redirect("endpoint_list")
@@ -67,7 +70,8 @@ def endpoint_edit(request: HttpRequest, code) -> HttpResponse:
     form = EndpointForm(request.POST or None, instance=endpoint)
     if request.method == "POST" and form.is_valid():
         endpoint_save(endpoint=form.instance)
-        messages.success(request, f"Saved {endpoint.name}. Runs already made keep the settings they ran with.")
+        saved = gettext("Saved %(name)s. Runs already made keep the settings they ran with.")
+        messages.success(request, saved % {"name": endpoint.name})
         for warning in form.warnings:
             messages.warning(request, warning)
         return redirect("endpoint_list")

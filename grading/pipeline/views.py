@@ -12,6 +12,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.html import escape
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
@@ -134,7 +135,9 @@ class RunForm(forms.Form):
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
         if Run.objects.filter(name=name).exists():
-            raise forms.ValidationError(f"A run named {name!r} already exists; choose another name.")
+            raise forms.ValidationError(
+                gettext("A run named %(name)s already exists; choose another name.") % {"name": repr(name)}
+            )
         return name
 
     def clean_grader_template(self) -> str:
@@ -252,7 +255,8 @@ def run_new(request: HtmxHttpRequest) -> HttpResponse:
                     form.add_error(None, reason)
                 else:
                     run = run_launch(spec=spec, plan=plan)
-                    messages.success(request, f"Launched {run.name}: {run.total_items:,} grades.")
+                    launched = gettext("Launched %(name)s: %(total)s grades.")
+                    messages.success(request, launched % {"name": run.name, "total": format(run.total_items, ",")})
                     return redirect("run_detail", code=run.code)
         except RunSpecError as exc:
             for problem in exc.problems:
@@ -283,9 +287,12 @@ def run_detail(request: HtmxHttpRequest, code) -> HttpResponse:
 def run_cancel_view(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
     if run_cancel(run=run):
-        messages.success(request, f"Cancelled {run.name}. Grades stored so far are kept.")
+        messages.success(request, gettext("Cancelled %(name)s. Grades stored so far are kept.") % {"name": run.name})
     else:
-        messages.error(request, f"{run.name} is {run.status}: there is nothing to cancel.")
+        messages.error(
+            request,
+            gettext("%(name)s is %(status)s: there is nothing to cancel.") % {"name": run.name, "status": run.status},
+        )
     return redirect("run_detail", code=run.code)
 
 
@@ -297,17 +304,26 @@ def run_retry_view(request: HtmxHttpRequest, code) -> HttpResponse:
     run = get_run_for_reader(request, code)
     live = request.POST.get("how") == "live"
     if run.is_active or run.grader_config_id is None:
-        messages.error(request, f"{run.name} is {run.status}: only an ended run graded here can be retried.")
+        messages.error(
+            request,
+            gettext("%(name)s is %(status)s: only an ended run graded here can be retried.")
+            % {"name": run.name, "status": run.status},
+        )
         return redirect("run_detail", code=run.code)
     try:
         queued = run_resume(run=run, retry_failed=True, live=live if run.batch else None)
     except (RunSpecError, QueueUnavailable) as exc:
         messages.error(request, str(exc))
         return redirect("run_detail", code=run.code)
-    how = " by live calls" if run.batch and live else " in a new provider batch" if run.batch else ""
-    messages.success(
-        request, f"Retrying the failed grades of {run.name}{how}." if queued else f"{run.name} is complete."
-    )
+    if not queued:
+        retrying = gettext("%(name)s is complete.")
+    elif run.batch and live:
+        retrying = gettext("Retrying the failed grades of %(name)s by live calls.")
+    elif run.batch:
+        retrying = gettext("Retrying the failed grades of %(name)s in a new provider batch.")
+    else:
+        retrying = gettext("Retrying the failed grades of %(name)s.")
+    messages.success(request, retrying % {"name": run.name})
     return redirect("run_detail", code=run.code)
 
 
@@ -324,7 +340,11 @@ def run_resume_view(request: HtmxHttpRequest, code) -> HttpResponse:
     retry = data.get("retry") == "1"
     how = data.get("how", "")
     if run.is_active or run.grader_config_id is None or run.status not in RESUMABLE:
-        messages.error(request, f"{run.name} is {run.status}: only an ended run graded here can be resumed.")
+        messages.error(
+            request,
+            gettext("%(name)s is %(status)s: only an ended run graded here can be resumed.")
+            % {"name": run.name, "status": run.status},
+        )
         return redirect("run_detail", code=run.code)
     if request.method == "POST":
         live = (how == "live") if run.batch and retry else None
@@ -333,10 +353,13 @@ def run_resume_view(request: HtmxHttpRequest, code) -> HttpResponse:
         except (RunSpecError, QueueUnavailable) as exc:
             messages.error(request, str(exc))
             return redirect("run_detail", code=run.code)
-        what = "Retrying the failed grades of" if retry else "Resumed"
-        messages.success(
-            request, f"{what} {run.name}: {queued} batch(es) queued." if queued else f"{run.name} is complete."
-        )
+        if not queued:
+            resumed = gettext("%(name)s is complete.")
+        elif retry:
+            resumed = gettext("Retrying the failed grades of %(name)s: %(queued)s batch(es) queued.")
+        else:
+            resumed = gettext("Resumed %(name)s: %(queued)s batch(es) queued.")
+        messages.success(request, resumed % {"name": run.name, "queued": queued})
         return redirect("run_detail", code=run.code)
     try:
         resume_check(run=run)
