@@ -4,6 +4,7 @@ from typing import cast
 
 from django import forms
 from django.contrib.auth.models import User
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from annotation.formats.healthbench import RowInvalid, parse_messages
@@ -211,9 +212,9 @@ class DraftForm:
     def is_valid(self) -> bool:
         self.errors = {}
         if self.theme not in THEMES:
-            self.errors["theme"] = "Choose the theme this conversation tests."
+            self.errors["theme"] = gettext("Choose the theme this conversation tests.")
         if len(self.turns) > MAX_TURNS:
-            self.errors["turns"] = f"A conversation has at most {MAX_TURNS} turns."
+            self.errors["turns"] = gettext("A conversation has at most %(max)s turns.") % {"max": MAX_TURNS}
         for turn in self.turns:
             turn["content"] = turn["content"].strip()
             turn.pop("error", None)

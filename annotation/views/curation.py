@@ -167,12 +167,12 @@ def physician_status(request: HtmxRequest, code) -> HttpResponse:
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
         else:
-            text = f"{physician} is now {physician.status}."
+            text = gettext("%(physician)s is now %(status)s.") % {"physician": physician, "status": physician.status}
             if physician.status == Physician.Status.REMOVED:
-                text += (
-                    f" {outcome.flagged} criteria flagged for review, {outcome.cancelled} open tasks cancelled,"
-                    f" {outcome.recounted} consensus items re-decided without their votes."
-                )
+                text += gettext(
+                    " %(flagged)s criteria flagged for review, %(cancelled)s open tasks cancelled,"
+                    " %(recounted)s consensus items re-decided without their votes."
+                ) % {"flagged": outcome.flagged, "cancelled": outcome.cancelled, "recounted": outcome.recounted}
             messages.success(request, text)
     else:
         messages.error(request, gettext("Choose a status."))

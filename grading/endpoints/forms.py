@@ -6,6 +6,7 @@ import re
 
 from django import forms
 from django.conf import settings
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from grading.endpoint_access import (
@@ -141,7 +142,9 @@ class EndpointForm(forms.ModelForm):
     def clean_key_header(self) -> str:
         name = (self.cleaned_data.get("key_header") or "").strip()
         if name and not HEADER_NAME.match(name):
-            raise forms.ValidationError(f"{name!r} is not a header name (letters, digits and hyphens)")
+            raise forms.ValidationError(
+                _("%(name)s is not a header name (letters, digits and hyphens)") % {"name": repr(name)}
+            )
         return name
 
     def _clean_access(self, data: dict) -> None:
@@ -161,8 +164,11 @@ class EndpointForm(forms.ModelForm):
             for name in ("base_url", "model", "api_version"):
                 setattr(self.instance, name, data[name])
             self.warnings.append(
-                f"Read the deployment URL as Azure OpenAI's classic API: resource {resource}, deployment "
-                f"{deployment}, api-version {data['api_version'] or '(none)'}."
+                gettext(
+                    "Read the deployment URL as Azure OpenAI's classic API: resource %(resource)s, deployment "
+                    "%(deployment)s, api-version %(version)s."
+                )
+                % {"resource": resource, "deployment": deployment, "version": data["api_version"] or "(none)"}
             )
         elif "?" in url:
             self.add_error("base_url", "Give query parameters under Extra query parameters, not in the URL.")

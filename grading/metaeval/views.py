@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
@@ -58,7 +58,7 @@ def _runs_for_reader(request: HttpRequest, codes: list[str]) -> list[Run]:
     if not parsed:
         raise Http404("Choose a run.")
     if len(parsed) > MAX_RUNS:
-        raise BadRequest(f"Compare at most {MAX_RUNS} runs at once.")
+        raise BadRequest(gettext("Compare at most %(max)s runs at once.") % {"max": MAX_RUNS})
     return [get_run_for_reader(request, code) for code in parsed]
 
 
@@ -97,7 +97,10 @@ def metaeval_report(request: HttpRequest) -> HttpResponse:
         messages.warning(request, gettext("Tick at least one run to compare, then press the button again."))
         return redirect("metaeval_runs")
     if len(set(ticked)) > MAX_RUNS:
-        messages.warning(request, f"Tick at most {MAX_RUNS} runs: the report compares that many side by side.")
+        messages.warning(
+            request,
+            gettext("Tick at most %(max)s runs: the report compares that many side by side.") % {"max": MAX_RUNS},
+        )
         return redirect("metaeval_runs")
     runs = _runs_for_reader(request, ticked)
     analyses = [run_meta_eval_analysis_cached(run=run, seed=_seed(request)) for run in runs]
@@ -230,7 +233,9 @@ def graders_comparison_launch(request: HttpRequest) -> HttpResponse:
                 messages.error(request, f"{form[field].label if field in form.fields else ''}: {error}".lstrip(": "))
         return redirect("metaeval_runs")
     source = form.cleaned_data["source"]
-    items = f"items of {source.name}" if source is not None else "physician-labelled items"
+    items = gettext("physician-labelled items")
+    if source is not None:
+        items = gettext("items of %(name)s") % {"name": source.name}
     launched = []
     try:
         for spec in form.launch_requests(timezone.now().strftime("%Y%m%d-%H%M%S")):
@@ -241,8 +246,12 @@ def graders_comparison_launch(request: HttpRequest) -> HttpResponse:
             return redirect("metaeval_runs")
     messages.success(
         request,
-        f"Launched {len(launched)} run{'s' if len(launched) != 1 else ''} on the {items}; "
-        "figures fill in as they grade.",
+        ngettext(
+            "Launched %(n)s run on the %(items)s; figures fill in as they grade.",
+            "Launched %(n)s runs on the %(items)s; figures fill in as they grade.",
+            len(launched),
+        )
+        % {"n": len(launched), "items": items},
     )
     compared = [run for run in [source, *launched] if run is not None]
     query = "&".join(f"run={run.code}" for run in compared)
