@@ -10,6 +10,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.utils.translation import gettext
 
 # What a request that met a database outage answers; the client may try again after this long.
 DATABASE_RETRY_AFTER_SECONDS = 30
@@ -53,7 +54,8 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
 
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if is_api(request):
-        return api_error(_reason(exception) or f"No API operation at {request.path}: see /api/schema/.", 404)
+        no_operation = gettext("No API operation at %(path)s: see /api/schema/.") % {"path": request.path}
+        return api_error(_reason(exception) or no_operation, 404)
     context = {"reason": _reason(exception), "path": request.path}
     return render(request, "errors/404.html", context, status=404)
 

@@ -16,6 +16,7 @@ from django.db.models import Max, Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 
 def client_address(request: HttpRequest) -> str:
@@ -46,11 +47,13 @@ def minutes_left(username: str, address: str) -> int:
 def refusal(request: HttpRequest, credentials: Mapping | None) -> str:
     username = str((credentials or {}).get("username") or request.POST.get("username", ""))
     minutes = minutes_left(username, client_address(request))
-    return (
-        f"Too many failed logins for this account or from this address: logging in is paused. "
-        f"Try again in {minutes} minute{'s' if minutes != 1 else ''}; a curator can lift the pause sooner "
-        "(the admin's Access attempts)."
-    )
+    return ngettext(
+        "Too many failed logins for this account or from this address: logging in is paused. "
+        "Try again in %(minutes)s minute; a curator can lift the pause sooner (the admin's Access attempts).",
+        "Too many failed logins for this account or from this address: logging in is paused. "
+        "Try again in %(minutes)s minutes; a curator can lift the pause sooner (the admin's Access attempts).",
+        minutes,
+    ) % {"minutes": minutes}
 
 
 def lockout_response(

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.cache import BaseCache, caches
 from django.http import HttpRequest
 from django.utils.connection import ConnectionProxy
+from django.utils.translation import gettext
 from rest_framework import status
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
@@ -63,13 +64,17 @@ class _SettingRateThrottle(SimpleRateThrottle):
             if self.fail_open:
                 return True
             raise LimitUnavailable(
-                f"The limit on {self.what} ({self.setting}) cannot be checked right now: the cache that "
-                "keeps its counts is unreachable. Try again in a minute; /healthz/ says what is down."
+                gettext(
+                    "The limit on %(what)s (%(setting)s) cannot be checked right now: the cache that "
+                    "keeps its counts is unreachable. Try again in a minute; /healthz/ says what is down."
+                )
+                % {"what": self.what, "setting": self.setting}
             ) from None
 
     def refusal(self, wait: float | None) -> str:
-        retry = f" Try again in {int(wait) + 1} s." if wait is not None else ""
-        return f"Too many {self.what}: the limit is {self.get_rate()} ({self.setting}).{retry}"
+        retry = gettext(" Try again in %(seconds)s s.") % {"seconds": int(wait) + 1} if wait is not None else ""
+        limit = gettext("Too many %(what)s: the limit is %(rate)s (%(setting)s).")
+        return limit % {"what": self.what, "rate": self.get_rate(), "setting": self.setting} + retry
 
 
 class RunLaunchThrottle(_SettingRateThrottle):
