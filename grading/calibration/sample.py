@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import transaction
+from django.utils.translation import gettext
 
 from annotation.models import Assignment, Physician
 from annotation.services.assignments import (
@@ -46,12 +47,18 @@ class SampleSummary:
     short: int  # items that did not get enough physicians
 
     def __str__(self) -> str:
-        text = (
-            f"drew {self.sample.size} responses of {self.sample.run.name} (seed {self.sample.seed}"
-            f"{', by theme' if self.sample.by_theme else ''}); {self.tasks} labelling tasks created"
-        )
+        values = {"size": self.sample.size, "run": self.sample.run.name, "seed": self.sample.seed, "tasks": self.tasks}
+        if self.sample.by_theme:
+            text = gettext(
+                "drew %(size)s responses of %(run)s (seed %(seed)s, by theme); %(tasks)s labelling tasks created"
+            )
+        else:
+            text = gettext("drew %(size)s responses of %(run)s (seed %(seed)s); %(tasks)s labelling tasks created")
+        text %= values
         if self.short:
-            text += f"; {self.short} items could not get enough eligible physicians (assign more on the Assign page)"
+            text += gettext(
+                "; %(short)s items could not get enough eligible physicians (assign more on the Assign page)"
+            ) % {"short": self.short}
         return text
 
 
@@ -120,19 +127,30 @@ class SamplePreview:
 def _check(run: Run, size: int, seed: int, physicians_per_response: int) -> dict[str, list[int]]:
     """The run's population to draw from, or SampleError with the reason."""
     if run.status not in FINISHED:
-        raise SampleError(f"{run.name} is {run.status}: draw a calibration sample once the run has finished")
+        raise SampleError(
+            gettext("%(name)s is %(status)s: draw a calibration sample once the run has finished")
+            % {"name": run.name, "status": run.status}
+        )
     if not MIN_SIZE <= size <= MAX_SIZE:
-        raise SampleError(f"the sample size must be between {MIN_SIZE} and {MAX_SIZE}, not {size}")
+        raise SampleError(
+            gettext("the sample size must be between %(min)s and %(max)s, not %(size)s")
+            % {"min": MIN_SIZE, "max": MAX_SIZE, "size": size}
+        )
     if physicians_per_response not in (1, 2):
-        raise SampleError("each sampled response goes to one or two physicians")
+        raise SampleError(gettext("each sampled response goes to one or two physicians"))
     if not 0 <= seed < 2**63:
-        raise SampleError("the seed must be a whole number from 0 to 2^63 - 1")
+        raise SampleError(gettext("the seed must be a whole number from 0 to 2^63 - 1"))
     if CalibrationSample.objects.filter(run=run).exists():
-        raise SampleError(f"{run.name} already has a calibration sample; a sample is never redrawn")
+        raise SampleError(
+            gettext("%(name)s already has a calibration sample; a sample is never redrawn") % {"name": run.name}
+        )
     population = scored_population(run)
     available = sum(len(ids) for ids in population.values())
     if size > available:
-        raise SampleError(f"{run.name} has {available} scored responses; a sample of {size} needs as many")
+        raise SampleError(
+            gettext("%(name)s has %(available)s scored responses; a sample of %(size)s needs as many")
+            % {"name": run.name, "available": available, "size": size}
+        )
     return population
 
 

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 from grading.models import Grade, ProviderBatch, Response, Run, SampleFailure
 from grading.pipeline.cost import Prices, cost_of
@@ -104,12 +105,14 @@ class Progress:
         """What a finished run with some failures must say beside its "done"."""
         parts = []
         if self.failed:
-            parts.append(f"{self.failed:,} of {self.total:,} grades failed")
+            failed = gettext("%(failed)s of %(total)s grades failed")
+            parts.append(failed % {"failed": format(self.failed, ","), "total": format(self.total, ",")})
         if self.failed_samples:
-            parts.append(f"{self.failed_samples:,} samples could not be drawn")
+            not_drawn = gettext("%(n)s samples could not be drawn")
+            parts.append(not_drawn % {"n": format(self.failed_samples, ",")})
         if not parts:
             return ""
-        return "; ".join(parts) + ": they are missing from the report (never counted as not met)."
+        return "; ".join(parts) + gettext(": they are missing from the report (never counted as not met).")
 
     @property
     def sample_notes(self) -> str:
@@ -118,15 +121,31 @@ class Progress:
         parts = []
         if self.truncated_samples:
             n = self.truncated_samples
-            limit = f" of {self.output_limit:,} tokens" if self.output_limit else ""
-            parts.append(
-                f"{n:,} {'samples were' if n != 1 else 'sample was'} cut off at the output limit{limit} and "
-                f"{'are' if n != 1 else 'is'} graded as far as {'they' if n != 1 else 'it'} went (raise the policy "
-                "endpoint's output limit to avoid it)"
-            )
+            if self.output_limit:
+                cut = ngettext(
+                    "%(n)s sample was cut off at the output limit of %(limit)s tokens and is graded as far as it"
+                    " went (raise the policy endpoint's output limit to avoid it)",
+                    "%(n)s samples were cut off at the output limit of %(limit)s tokens and are graded as far as"
+                    " they went (raise the policy endpoint's output limit to avoid it)",
+                    n,
+                )
+            else:
+                cut = ngettext(
+                    "%(n)s sample was cut off at the output limit and is graded as far as it went (raise the policy"
+                    " endpoint's output limit to avoid it)",
+                    "%(n)s samples were cut off at the output limit and are graded as far as they went (raise the"
+                    " policy endpoint's output limit to avoid it)",
+                    n,
+                )
+            parts.append(cut % {"n": format(n, ","), "limit": format(self.output_limit or 0, ",")})
         if self.refused_samples:
             n = self.refused_samples
-            parts.append(f"{n:,} {'refusals' if n != 1 else 'refusal'} by the policy model, graded as its answer")
+            refused = ngettext(
+                "%(n)s refusal by the policy model, graded as its answer",
+                "%(n)s refusals by the policy model, graded as its answer",
+                n,
+            )
+            parts.append(refused % {"n": format(n, ",")})
         return "; ".join(parts) + ("." if parts else "")
 
     @property
