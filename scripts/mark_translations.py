@@ -1,12 +1,12 @@
 """Mark the interface's own text in the templates for translation, without changing a rendered byte.
 
 Each piece of plain text between tags (and each plain aria-label, title, placeholder and alt)
-becomes `{% translate "..." %}`; with no catalogue for the language, Django renders the literal
-as it stands (not escaped), so the English pages stay exactly as they were. Left alone: text
-beside a `{{ variable }}` or an output tag (a sentence with a value in it needs a
-`{% blocktranslate %}` written by hand), text over several lines, text holding both kinds of
-quote or a backslash, and everything inside <script>, <style>, <textarea>, <kbd>, <code>, comments,
-`{% verbatim %}` and `{% blocktranslate %}`. Running it again changes nothing, so it can be
+becomes `{% translate "..." %}`, and text over several lines `{% blocktranslate %}`; with no
+catalogue for the language, Django renders the text as it stands (not escaped), so the English
+pages stay exactly as they were. Left alone: text beside a `{{ variable }}` or an output tag (a
+sentence with a value in it needs a `{% blocktranslate %}` written by hand), one line holding both
+kinds of quote or a backslash, and everything inside <script>, <style>, <textarea>, <kbd>, <code>,
+comments, `{% verbatim %}` and `{% blocktranslate %}`. Running it again changes nothing, so it can be
 run after a merge instead of resolving the marks by hand.
 
 It also lists the sentences with a value in them that are still outside a `{% blocktranslate %}`
@@ -78,8 +78,15 @@ def _tag_name(token: str) -> str:
 
 
 def _literal(text: str) -> str | None:
-    """`{% translate "text" %}`, or None when the text cannot be a plain literal."""
-    if "\n" in text or "\\" in text or "%}" in text or "{" in text:
+    """`{% translate "text" %}`, or None when the text cannot be a plain literal.
+
+    Text over several lines is `{% blocktranslate %}` instead, which keeps its line breaks and
+    indentation as they are (no `trimmed`), so the page is the same."""
+    if "%}" in text or "{" in text:
+        return None
+    if "\n" in text:
+        return "{% blocktranslate %}" + text + "{% endblocktranslate %}"
+    if "\\" in text:
         return None
     if '"' not in text:
         return '{% translate "' + text + '" %}'
