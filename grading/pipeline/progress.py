@@ -98,7 +98,7 @@ class Progress:
     @property
     def cost_text(self) -> str:
         cost = self.cost
-        return "unknown (no prices configured for the endpoint)" if cost is None else f"${cost:,.2f}"
+        return gettext("unknown (no prices configured for the endpoint)") if cost is None else f"${cost:,.2f}"
 
     @property
     def warning(self) -> str:
