@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from grading.models import Run, RunBatch
+from healthbench_web.celery import app
 from tests.conftest import REPO
 from tests.endpoints import endpoint_on
 from tests.grading_data import imported_run
@@ -45,6 +46,9 @@ def test_a_worker_of_another_database_says_so_and_names_the_setting(llm_server, 
     imported_run(name="imported", conversations=4, samples=1, n_criteria=3)
     endpoint_on(llm_server, "grader")
     log = tmp_path / "foreign.log"
+    # A message an earlier test left on the shared queues would be the foreign worker's first,
+    # and its one error a minute would name that run instead of this one.
+    app.control.purge()
     foreign = start_worker("foreign", log, DATABASE_NAME=foreign_database)
     try:
         call_command(
