@@ -26,21 +26,35 @@ def grader_met(prompt: str) -> bool:
     return len(re.findall(rf"\b{re.escape(word)}\b", tail)) > tail.count(f"need:{word}")
 
 
-def grader_reply(prompt: str, *, structured: bool = False) -> str:
+GRADER_INTRO = "Here is my judgement."
+
+
+def grader_reply(prompt: str, *, structured: bool = False, asked: int = 1) -> str:
+    """The grader's answer to the `asked`-th ask of this prompt (see _wrapped)."""
     met = grader_met(prompt)
     answer = json.dumps({"explanation": "The response names it." if met else "It is not there.", "criteria_met": met})
-    return answer if structured else _wrapped(answer, prompt, "Here is my judgement.")
+    return answer if structured else _wrapped(answer, prompt, GRADER_INTRO, asked)
 
 
-def _wrapped(answer: str, prompt: str, intro: str) -> str:
+def between_sentences(answer: str, intro: str = GRADER_INTRO) -> str:
+    """The answer with a sentence before and after it: read leniently, not as the reference reads it."""
+    return f"{intro}\n{answer}\nI hope this helps."
+
+
+def _wrapped(answer: str, prompt: str, intro: str, asked: int = 1) -> str:
     """The answer as a model without a schema may wrap it, varied by the prompt as real models
-    vary; the parser must take all of these: bare, in a json fence, or between sentences."""
+    vary; the lenient parser must take all of these: bare, in a json fence, or between
+    sentences. Asked again about the same prompt (`asked` > 1), an answer first given between
+    sentences comes bare: a model sampled afresh (the reference presets' temperature 0.5) keeps
+    to the prompt's "a single JSON object and nothing else" the next time, which is what the
+    reference's reading, asking again on any answer it cannot read, counts on. (Asked once
+    per prompt, as a lenient reading asks, the answers are those of the first ask.)"""
     style = len(prompt) % 3
-    if style == 0:
+    if style == 0 or (style == 2 and asked > 1):
         return answer
     if style == 1:
         return f"```json\n{answer}\n```"
-    return f"{intro}\n{answer}\nI hope this helps."
+    return between_sentences(answer, intro)
 
 
 CHUNK_HEADING = "\n# The rubric items\n"
@@ -63,7 +77,7 @@ def is_chunk_request(body: dict, prompt: str) -> bool:
     return "rubric_grades" in (chat, responses) or ('{"criteria": [' in prompt and CHUNK_HEADING in prompt)
 
 
-def chunk_reply(prompt: str, *, structured: bool = False) -> str:
+def chunk_reply(prompt: str, *, structured: bool = False, asked: int = 1) -> str:
     """Every numbered criterion judged by the per-criterion rule on the same response (so
     both modes give the same verdicts). A criterion with ``entry:KIND`` gets a faulty entry:
     left out (missing), given twice with opposite verdicts (duplicate), "yes" for its
@@ -89,7 +103,7 @@ def chunk_reply(prompt: str, *, structured: bool = False) -> str:
         if kind == "unknown":
             entries.append({**entry, "id": len(numbered) + 1})
     answer = json.dumps({"criteria": entries})
-    return answer if structured else _wrapped(answer, prompt, "Here are my judgements.")
+    return answer if structured else _wrapped(answer, prompt, "Here are my judgements.", asked)
 
 
 def policy_reply(messages: list[dict]) -> tuple[str, str | None]:

@@ -6,7 +6,9 @@ in modes chosen by the requested model:
 * a grader (any model not starting with ``policy``): the criterion names a word with
   ``need:WORD``; the criterion is met when WORD appears in the response under grading (the
   prompt after its last "assistant:"). The answer is the JSON our grader prompt asks for,
-  sometimes inside a fenced block and with text around it, as real models do.
+  sometimes inside a fenced block or with text around it, as real models do; asked again
+  about the same prompt, an answer given with text around it comes bare, as a model sampled
+  afresh answers (:func:`tests.llm_answers._wrapped`).
 * a per-response grader request (the ``rubric_grades`` schema, or a prompt asking for a
   ``{"criteria": [...]}`` answer about numbered items): every item judged by the same rule
   on the same response, so both grading modes give the same verdicts; ``entry:KIND`` in an
@@ -60,7 +62,8 @@ one of ``429`` (with Retry-After), ``quota`` (429 ``insufficient_quota``), ``too
 ``context_length_exceeded``, a fault of that one call), ``content_filter`` (Azure's 400
 ``content_filter`` with its ``innererror``), ``500``, ``slow``
 (answers after ``slow_seconds``, longer than the client's timeout), ``malformed`` (no JSON),
-``non_boolean`` (``"criteria_met": "yes"``), ``refusal`` (the grader refuses), ``verbose``
+``non_boolean`` (``"criteria_met": "yes"``), ``chatty`` (the JSON between two sentences,
+which only a lenient reading takes), ``refusal`` (the grader refuses), ``verbose``
 (about 300 tokens of musing before the verdict, so a smaller output limit cuts it off) and
 ``reset`` (closes the connection without an answer).
 
@@ -96,7 +99,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.llm_answers import chunk_reply, grader_reply, is_chunk_request, policy_reply
+from tests.llm_answers import between_sentences, chunk_reply, grader_reply, is_chunk_request, policy_reply
 from tests.llm_batch_desk import BatchDesk
 from tests.llm_dialects import DIALECTS, rewrite
 from tests.llm_shapes import (
@@ -316,7 +319,8 @@ class LLMServer:
 
     # --- behaviour ------------------------------------------------------------------------
 
-    def _fault_for(self, prompt: str, key: str) -> str | None:
+    def _fault_for(self, prompt: str, key: str) -> tuple[str | None, int]:
+        """(the fault this request meets, if any; how many times this very prompt was asked, this time included)."""
         with self.lock:
             self.calls += 1
             self.calls_by_prompt[key] += 1
@@ -329,7 +333,7 @@ class LLMServer:
                         break
             if fault is not None:
                 self.faults_served[fault] += 1
-            return fault
+            return fault, seen
 
     def _cached_tokens(self, prompt: str) -> int:
         """The longest prefix, in steps of 128 tokens, that an earlier prompt shared; then
@@ -427,7 +431,7 @@ class LLMServer:
         messages = responses_messages(body) if responses else body.get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
         model = str(body.get("model", ""))
-        fault = self._fault_for(prompt, hashlib.sha256(f"{model}\n{prompt}".encode()).hexdigest())
+        fault, asked = self._fault_for(prompt, hashlib.sha256(f"{model}\n{prompt}".encode()).hexdigest())
         limited, limit_headers = admit(self, model, max(1, len(prompt) // 4)) if self.rpm or self.tpm else (None, {})
         if limited is not None:
             return limited
@@ -469,10 +473,12 @@ class LLMServer:
             content, refusal = "", REFUSAL
         elif fault == "verbose":
             content = MUSING + grader_reply(prompt, structured=True)
+        elif fault == "chatty":
+            content = between_sentences(grader_reply(prompt, structured=True))
         elif is_chunk_request(body, prompt):
-            content = chunk_reply(prompt, structured=wants_schema(body))
+            content = chunk_reply(prompt, structured=wants_schema(body), asked=asked)
         else:
-            content = grader_reply(prompt, structured=wants_schema(body))
+            content = grader_reply(prompt, structured=wants_schema(body), asked=asked)
         reasoning = 0
         if is_reasoning(model):
             effort = (body.get("reasoning") or {}).get("effort", "") if responses else body.get("reasoning_effort", "")

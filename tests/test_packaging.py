@@ -70,8 +70,10 @@ def test_the_package_installs_and_healthbench_runs_the_commands(tmp_path, editab
     locate = "import healthbench_web, pathlib; print(pathlib.Path(healthbench_web.__file__).parent)"
     where = run(bin_dir / "python", "-c", locate, cwd=elsewhere, env=env).stdout.strip()
     code = Path(where).parent
-    assert (code / "templates" / "base.html").exists()
-    assert (code / "static" / "workspace.js").exists()
+    # Every template and static file (the favicon too), not only the kinds package-data names.
+    shipped = [f.relative_to(REPO) for top in ("templates", "static") for f in (REPO / top).rglob("*") if f.is_file()]
+    assert [str(f) for f in shipped if not (code / f).exists()] == []
+    assert Path("static/favicon.svg") in shipped
     if editable:
         # The checkout's own state directory, as with manage.py.
         assert code == source

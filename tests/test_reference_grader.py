@@ -162,10 +162,11 @@ def test_the_report_page_and_run_page_say_how_the_grader_compares(llm_server):
 
 
 def test_the_presets_read_the_answer_as_the_reference_reads_it(llm_server):
-    # The test server answers some prompts with text around the JSON: the reference asks again
-    # (for ever); a preset asks again too, until its attempts run out, and says so.
+    # A grader that answers a criterion with text around the JSON, every time it is asked
+    # (fault:chatty): the reference asks again (for ever); a preset asks again too, until its
+    # attempts run out, and says so. The other criteria are answered bare or in a json fence.
     assert PRESETS_BY_SHORT["original"].initial["lenient_answers"] is False
-    source = imported_run(name="source", conversations=3, samples=1, n_criteria=3)
+    source = imported_run(name="source", conversations=3, samples=1, n_criteria=3, faults={0: "chatty:3"})
     strict = preset_endpoint(llm_server, "original", name="strict")
     run = run_launch(spec=RunRequest(name="strict", grader=strict, responses_from=source))
     for batch_id in run.batches.values_list("id", flat=True):
