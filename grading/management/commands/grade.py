@@ -97,29 +97,7 @@ class Command(BaseCommand):
             help="per-response only: each verdict explained in a few words, one sentence (default) or two or three",
         )
 
-        source = parser.add_argument_group(
-            "what to grade",
-            "exactly one of: --responses-from RUN; --policy ENDPOINT --subset S [--samples K]; "
-            "--physician-responses --subset S; --labelled",
-        )
-        source.add_argument(
-            "--responses-from", metavar="RUN", help="grade the responses of RUN on the criteria it graded"
-        )
-        source.add_argument(
-            "--labelled",
-            action="store_true",
-            help="grade every physician-labelled (response, consensus criterion), for `meta_eval`",
-        )
-        source.add_argument(
-            "--physician-responses",
-            action="store_true",
-            help="with --subset: grade the physicians' responses of its HealthBench Professional rows",
-        )
-        source.add_argument("--policy", metavar="ENDPOINT", help="sample responses from this endpoint")
-        source.add_argument("--samples", type=int, default=1, help="responses per conversation")
-        source.add_argument(
-            "--subset", help="the subset whose conversations are sampled (or whose physician responses are graded)"
-        )
+        self._source_arguments(parser)
         parser.add_argument("--list-endpoints", action="store_true", help="list the endpoints and stop")
 
         # Refused (see RAW_OPTIONS): kept so that an old script gets a clear message.
@@ -155,6 +133,32 @@ class Command(BaseCommand):
             help="with --retry-failed, for a batched run: retry in a new provider batch (the default)",
         )
         parser.add_argument("--wait", action="store_true", help="print progress until the run ends")
+
+    def _source_arguments(self, parser: CommandParser) -> None:
+        """What to grade: one of four sources."""
+        source = parser.add_argument_group(
+            "what to grade",
+            "exactly one of: --responses-from RUN; --policy ENDPOINT --subset S [--samples K]; "
+            "--physician-responses --subset S; --labelled",
+        )
+        source.add_argument(
+            "--responses-from", metavar="RUN", help="grade the responses of RUN on the criteria it graded"
+        )
+        source.add_argument(
+            "--labelled",
+            action="store_true",
+            help="grade every physician-labelled (response, consensus criterion), for `meta_eval`",
+        )
+        source.add_argument(
+            "--physician-responses",
+            action="store_true",
+            help="with --subset: grade the physicians' responses of its HealthBench Professional rows",
+        )
+        source.add_argument("--policy", metavar="ENDPOINT", help="sample responses from this endpoint")
+        source.add_argument("--samples", type=int, default=1, help="responses per conversation")
+        source.add_argument(
+            "--subset", help="the subset whose conversations are sampled (or whose physician responses are graded)"
+        )
 
     def handle(self, *args, **options) -> None:
         raw = [option for option in RAW_OPTIONS if options.get(option) is not None]
