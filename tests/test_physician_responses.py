@@ -86,6 +86,11 @@ def test_grade_grades_the_physicians_responses_and_the_report_names_them(grade, 
     rows = list(csv.reader(io.StringIO(report_csv(document))))
     assert ["responses:origin", "physician", "", ""] in rows
     assert ["responses:model", "physician", "", ""] in rows
+    # Graded again (another grader, or the same): still the physicians' responses, and named so.
+    grade("--name", "physicians-again", *grader_args(llm_server), "--responses-from", "physicians", "--no-cache")
+    again = Run.objects.get(name="physicians-again")
+    assert (again.physician_responses, again.policy_model, again.grades.count()) == (True, "physician", 6)
+    assert run_report_document(run=again)["responses"] == {"origin": "physician", "model": "physician"}
 
 
 def test_the_api_grades_the_physicians_responses_and_a_second_grader_grades_the_same_ones(

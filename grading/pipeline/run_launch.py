@@ -199,6 +199,9 @@ def run_launch(*, spec: RunRequest, plan: Plan | None = None) -> Run:
             raise RunSpecError(["nothing to grade: no response has physician labels (import a meta-eval file first)"])
         raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
     queue_check()
+    # The physicians' responses, or a re-grade of a run of theirs: still their responses.
+    source = spec.responses_from
+    physician = spec.physician_responses or (source is not None and source.physician_responses)
     try:
         with transaction.atomic():
             # Every run names the exact members and rubrics it grades (its plan).
@@ -219,8 +222,8 @@ def run_launch(*, spec: RunRequest, plan: Plan | None = None) -> Run:
                     explanation=spec.explanation_length,
                 ),
                 policy_config=endpoint_snapshot(endpoint=spec.policy, template="") if spec.policy else None,
-                policy_model=spec.policy.model if spec.policy else PHYSICIAN_MODEL if spec.physician_responses else "",
-                physician_responses=spec.physician_responses,
+                policy_model=spec.policy.model if spec.policy else PHYSICIAN_MODEL if physician else "",
+                physician_responses=physician,
                 samples=spec.samples if spec.policy or spec.responses_from is None else spec.responses_from.samples,
                 use_cache=spec.use_cache,
                 length_adjusted=spec.length_adjusted,
