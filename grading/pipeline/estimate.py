@@ -201,7 +201,9 @@ def _physician_plan(spec: RunRequest, prompts: _Prompts) -> Plan:
     if spec.subset is None:
         raise RunSpecError(["grading the physicians' responses needs a subset"])
     texts = physician_texts(spec.subset)
-    criteria = Criterion.objects.filter(conversation_id__in=list(texts))
+    # Through the membership, not a list of ids (a subset can hold thousands): the rows
+    # without a physician response are dropped below.
+    criteria = Criterion.objects.filter(conversation__memberships__subset=spec.subset)
     if spec.subset.only_cluster_criteria:
         criteria = criteria.filter(level=Criterion.Level.CLUSTER)
     per_conversation = (
@@ -211,6 +213,8 @@ def _physician_plan(spec: RunRequest, prompts: _Prompts) -> Plan:
     )
     plan = Plan(by_conversation=True, grading_mode=spec.grading_mode)
     for conversation_id, n, item_chars, chars in per_conversation:
+        if conversation_id not in texts:
+            continue
         calls, prompt_chars, cacheable = prompts.of(n, chars + len(texts[conversation_id]), item_chars or 0)
         plan.units.append((conversation_id, n, prompt_chars))
         plan.calls += calls
