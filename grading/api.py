@@ -97,6 +97,7 @@ class RunSerializer(serializers.ModelSerializer):
             "subset",
             "subset_version",
             "responses_from",
+            "physician_responses",
             "use_cache",
             "concurrency",
             "total_items",
@@ -183,7 +184,8 @@ class RunSerializer(serializers.ModelSerializer):
 
 class RunCreateSerializer(serializers.Serializer):
     """Grade an existing run's responses again (responses_from), the physician-labelled items
-    (labelled), or sample a policy endpoint on a subset. Endpoints are named (GET
+    (labelled), the physicians' responses of a subset's Professional rows (physician_responses),
+    or sample a policy endpoint on a subset. Endpoints are named (GET
     /api/endpoints/); base URLs and key variables are curators' settings and are refused here."""
 
     name = serializers.CharField(max_length=200)
@@ -216,6 +218,12 @@ class RunCreateSerializer(serializers.Serializer):
         required=False,
         default=False,
         help_text="With responses_from: grade only the criteria added or edited since that run (its rubric drift).",
+    )
+    physician_responses = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="With subset: grade the physicians' responses of its HealthBench Professional rows (the "
+        'physician baseline; its model is "physician").',
     )
     policy = NamedField(
         slug_field="name",
@@ -272,6 +280,7 @@ class RunCreateSerializer(serializers.Serializer):
             healthbench_professional=data["healthbench_professional"],
             responses_from=data["responses_from"],
             labelled=data["labelled"],
+            physician_responses=data["physician_responses"],
             rubric_changes=data["rubric_changes"],
             subset=data["subset"],
             policy=data["policy"],

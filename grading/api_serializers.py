@@ -62,6 +62,15 @@ class GradingRecordSerializer(serializers.Serializer):
     )
 
 
+class ResponsesRecordSerializer(serializers.Serializer):
+    origin = serializers.ChoiceField(
+        choices=["physician", "sampled", "run", "labelled", "stored"],
+        help_text="physician: the physicians' responses of HealthBench Professional rows; sampled: from a policy "
+        "endpoint; run: another run's; labelled: the physician-labelled items; stored: an imported run's",
+    )
+    model = serializers.CharField(help_text="the responses' model (\"physician\" for the physicians'); may be empty")
+
+
 class RunReportSerializer(serializers.Serializer):
     score = serializers.FloatField(allow_null=True, help_text="clipped mean of the scored responses")
     metrics = serializers.DictField(
@@ -82,6 +91,7 @@ class RunReportSerializer(serializers.Serializer):
         allow_null=True, help_text="how the grader compares with the reference's (grading.reports.grader_marks)"
     )
     grading = GradingRecordSerializer(allow_null=True, help_text="how the grader was asked; null for an imported run")
+    responses = ResponsesRecordSerializer(help_text="whose responses the run graded")
     calibration = serializers.DictField(
         required=False,
         help_text="the physician-calibrated score (the same document as GET /api/runs/NAME/calibration/); "

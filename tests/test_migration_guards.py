@@ -116,14 +116,21 @@ def _calibrated_run() -> str:
     return run.name
 
 
+def _physician_run() -> str:
+    run = imported_run(name="physicians", conversations=1, samples=1, n_criteria=2)
+    Run.objects.filter(id=run.id).update(physician_responses=True, policy_model="physician")
+    return run.name
+
+
 @pytest.mark.parametrize(
     ("make", "target", "guard", "why"),
     [
         (_batched_run, "0009_endpoint_system_message_grader_templates", "0010_provider_batches", "Batch API"),
         (_per_response_run, "0010_provider_batches", "0011_grading_modes", "graded per response"),
         (_calibrated_run, "0016_response_text_length", "0020_calibration_sample", "calibration samples"),
+        (_physician_run, "0023_drift_versions", "0024_physician_response_source", "the physicians' responses"),
     ],
-    ids=["batched", "per-response", "calibration"],
+    ids=["batched", "per-response", "calibration", "physician-responses"],
 )
 def test_what_newer_code_stored_is_never_dropped_by_a_downgrade(make, target, guard, why):
     name = make()

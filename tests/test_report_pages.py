@@ -12,7 +12,7 @@ from django.urls import reverse
 from annotation.models import Physician
 from grading.models import Grade, Response, Run
 from grading.reports import report as run_report_module
-from grading.reports.report import grading_record, run_report
+from grading.reports.report import grading_record, responses_record, run_report
 from tests import healthbench_rows as rows
 from tests.test_import_run import graded_row, import_dataset, import_run, write_results
 from tests.test_run_report import import_fixture
@@ -141,6 +141,7 @@ def test_the_json_download_is_the_report(researcher, run):
     document = json.loads(response.content)
     # With how it was graded beside the numbers (null for an imported run).
     assert document.pop("grading") == grading_record(run)
+    assert document.pop("responses") == responses_record(run) == {"origin": "stored", "model": run.policy_model}
     assert document == json.loads(json.dumps(run_report(run=run).data))
 
 

@@ -32,9 +32,10 @@ def test_estimating_the_empty_form_puts_each_error_beside_its_field():
 
 def test_policy_fields_are_marked_for_the_sampling_source_only():
     page = client_for(Physician.Role.RESEARCHER).get(reverse("run_new")).text
-    for name in ("policy", "samples", "subset"):
-        assert re.search(rf'data-source="sample">\s*<div[^>]*>\s*<label for="id_{name}"', page) or re.search(
-            rf'data-source="sample">.{{0,400}}id="id_{name}"', page, re.S
+    # The subset is also the physicians' responses' (grading them needs one too).
+    for name, sources in (("policy", "sample"), ("samples", "sample"), ("subset", "sample physician")):
+        assert re.search(rf'data-source="{sources}">\s*<div[^>]*>\s*<label for="id_{name}"', page) or re.search(
+            rf'data-source="{sources}">.{{0,400}}id="id_{name}"', page, re.S
         ), name
     assert re.search(r'data-source="responses">.{0,400}id="id_responses_from"', page, re.S)
 

@@ -154,6 +154,10 @@ class Run(models.Model):
     )
     # Graded through the provider's Batch API (grading.pipeline.provider_batches), at its prices.
     batch = models.BooleanField(default=False, db_default=False)
+    # Its responses are the physicians' (each HealthBench Professional row's physician_response,
+    # grading.pipeline.physician_responses) on the subset's frozen version; policy_model says
+    # "physician", so reports list the physician baseline beside the models.
+    physician_responses = models.BooleanField(default=False, db_default=False)
     # Grader calls in flight at once for this run, across all workers.
     concurrency = models.PositiveIntegerField(default=16)
     # Scoring options, not grading ones: they change the report, never a grade. HealthBench

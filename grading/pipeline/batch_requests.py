@@ -17,7 +17,7 @@ from grading.pipeline.client import GradeOutcome
 from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.grader_prompt import conversation_block, rubric_item
 from grading.pipeline.sampling import samples_of
-from grading.plans import changes_rubrics, labelled_items, version_rubrics
+from grading.plans import labelled_items, planned_rubrics, version_rubrics
 from grading.prompt_filling import policy_turns
 
 
@@ -34,7 +34,9 @@ class Item:
 def items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
     """The criteria the source run graded each response on, as it graded them; for a run of
     rubric changes, the criteria its plan froze for each response's conversation; for a run
-    of the physician-labelled items, the criteria its plan froze for each response."""
+    on a frozen version of responses it did not sample (the physicians'), each conversation's
+    rubric in the version; for a run of the physician-labelled items, the criteria its plan
+    froze for each response."""
     if run.plan == Run.Plan.LABELLED:
         planned = labelled_items(run, response_ids)
         return [
@@ -42,9 +44,12 @@ def items_regraded(run: Run, response_ids: list[int]) -> list[Item]:
             for response_id in sorted(planned)
             for position, p in enumerate(planned[response_id])
         ]
-    if run.plan == Run.Plan.RUBRIC_CHANGES:
+    if run.plan in (Run.Plan.RUBRIC_CHANGES, Run.Plan.SUBSET_VERSION):
+        # A run of rubric changes, or one on a frozen version whose responses it did not sample
+        # (the physicians': grading.pipeline.physician_responses): each response on its
+        # conversation's planned rubric.
         conversation_of = dict(Response.objects.filter(id__in=response_ids).values_list("id", "conversation_id"))
-        rubric = changes_rubrics(run, set(conversation_of.values()))
+        rubric = planned_rubrics(run, sorted(set(conversation_of.values())))
         return [
             Item(response_id, p.criterion_id, position, p.text, p.points, p.tags)
             for response_id in sorted(conversation_of)

@@ -21,6 +21,7 @@ from grading.pipeline.cost import Prices, cost_of
 from grading.pipeline.grader_prompt import TemplateError, check_template
 from grading.pipeline.modes import DEFAULT, MODES, mode_of
 from grading.pipeline.modes.base import CACHE_MIN_TOKENS, CACHE_STEP_TOKENS
+from grading.pipeline.physician_responses import no_physician_responses, physician_texts
 from grading.pipeline.request_shape import CHARS_PER_TOKEN
 from grading.pipeline.response_prompt import EXPLANATIONS
 from grading.pipeline.run_request import RunRequest, RunSpecError
@@ -67,12 +68,19 @@ def spec_check(spec: RunRequest) -> None:
         problems.append("the explanation length is a setting of the per-response mode")
     if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
         problems.append(f"concurrency must be between 1 and {MAX_CONCURRENCY}")
-    sampled = spec.policy is not None or spec.subset is not None
-    if (spec.responses_from is not None) + sampled + spec.labelled != 1:
+    # A subset without a policy is the physicians' responses' when they are asked for.
+    sampled = spec.policy is not None or (spec.subset is not None and not spec.physician_responses)
+    if (spec.responses_from is not None) + sampled + spec.labelled + spec.physician_responses != 1:
         problems.append(
             "grade either the responses of an existing run, a policy model's samples on a subset, "
-            "or the physician-labelled items"
+            "the physicians' responses on a subset, or the physician-labelled items"
         )
+    if spec.physician_responses and spec.subset is None:
+        problems.append("grading the physicians' responses needs a subset (the one their Professional rows are in)")
+    elif spec.physician_responses and spec.samples != 1:
+        problems.append("the physicians' responses are one per conversation: samples do not apply")
+    elif spec.physician_responses and spec.subset is not None and not physician_texts(spec.subset):
+        problems.append(no_physician_responses(spec.subset))
     if spec.rubric_changes and spec.responses_from is None:
         problems.append("grading the rubric changes needs the run they changed since (responses_from)")
     if sampled:
@@ -145,6 +153,8 @@ def run_plan(spec: RunRequest) -> Plan:
         return _labelled_plan(prompts)
     if spec.responses_from is not None and spec.rubric_changes:
         return _changes_plan(spec, prompts)
+    if spec.physician_responses:
+        return _physician_plan(spec, prompts)
     if spec.responses_from is not None:
         # Each response is graded on the criteria the source run graded it on.
         per_response = (
@@ -181,6 +191,34 @@ def run_plan(spec: RunRequest) -> Plan:
         plan.cacheable_chars += spec.samples * cacheable
         plan.policy_calls += spec.samples
         plan.policy_prompt_chars += spec.samples * chars
+    return plan
+
+
+def _physician_plan(spec: RunRequest, prompts: _Prompts) -> Plan:
+    """Each conversation of the subset that has a physician response, on its rubric: planned
+    by conversation, as a sampled run is (the responses are made or found at launch, and the
+    run's units become them: grading.pipeline.run_launch), with no policy call."""
+    if spec.subset is None:
+        raise RunSpecError(["grading the physicians' responses needs a subset"])
+    texts = physician_texts(spec.subset)
+    # Through the membership, not a list of ids (a subset can hold thousands): the rows
+    # without a physician response are dropped below.
+    criteria = Criterion.objects.filter(conversation__memberships__subset=spec.subset)
+    if spec.subset.only_cluster_criteria:
+        criteria = criteria.filter(level=Criterion.Level.CLUSTER)
+    per_conversation = (
+        criteria.values_list("conversation_id")
+        .annotate(n=Count("id"), item_chars=Sum(Length("text")), chars=Length("conversation__messages"))
+        .order_by("conversation_id")
+    )
+    plan = Plan(by_conversation=True, grading_mode=spec.grading_mode)
+    for conversation_id, n, item_chars, chars in per_conversation:
+        if conversation_id not in texts:
+            continue
+        calls, prompt_chars, cacheable = prompts.of(n, chars + len(texts[conversation_id]), item_chars or 0)
+        plan.units.append((conversation_id, n, prompt_chars))
+        plan.calls += calls
+        plan.cacheable_chars += cacheable
     return plan
 
 
@@ -347,6 +385,9 @@ def criteria_graded(spec: RunRequest) -> str:
         return "the criteria added or edited since the source run graded them"
     if spec.responses_from is not None:
         return f"the criteria {spec.responses_from.name} graded each response on"
+    if spec.physician_responses and spec.subset is not None:
+        cluster = " (its level:cluster criteria only: a Consensus subset)" if spec.subset.only_cluster_criteria else ""
+        return f"the physician response of each conversation of {spec.subset.name} that has one, on its rubric{cluster}"
     if spec.subset is not None and spec.subset.only_cluster_criteria:
         return f"the level:cluster criteria only ({spec.subset.name} is a Consensus subset)"
     return "every criterion of each conversation's rubric"
@@ -369,7 +410,8 @@ def plan_estimate(spec: RunRequest, plan: Plan) -> Estimate:
         grader_calls=calls,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        responses=plan.policy_calls if plan.by_conversation else len(plan.units),
+        # Planned by conversation: a response per sample, or the one physician response of each.
+        responses=plan.policy_calls if plan.policy_calls else len(plan.units),
         policy_calls=plan.policy_calls,
         policy_prompt_tokens=policy_prompt,
         policy_completion_tokens_max=policy_completion,

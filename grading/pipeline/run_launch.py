@@ -22,6 +22,7 @@ from grading.models import Endpoint, Grade, GraderConfig, Response, Run, RunBatc
 from grading.pipeline.estimate import Plan, run_concurrency, run_plan, spec_check
 from grading.pipeline.grader_prompt import template_hash
 from grading.pipeline.modes import DEFAULT, mode_of
+from grading.pipeline.physician_responses import PHYSICIAN_MODEL, physician_responses_ensure, physician_texts
 from grading.pipeline.run_request import RunRequest, RunSpecError
 from grading.pipeline.runs import batch_size_for, batches_queue, next_report_version, queue_check
 from grading.plans import CLUSTER_TAG, PlanItem, version_rubrics
@@ -147,6 +148,18 @@ def _on_version(plan: Plan, version: SubsetVersion, spec: RunRequest) -> Plan:
     return replace(plan, units=[u for u in units if u[1]])
 
 
+def _on_physician_responses(plan: Plan, spec: RunRequest) -> Plan:
+    """The plan's conversations turned into their physician responses (made where none holds
+    that text yet), which the batches grade like any stored responses."""
+    if spec.subset is None:
+        raise RunSpecError(["grading the physicians' responses needs a subset"])
+    texts = physician_texts(spec.subset)
+    planned = {unit[0] for unit in plan.units if unit[0] in texts}
+    response_of = physician_responses_ensure({cid: texts[cid] for cid in planned})
+    units = [(response_of[cid], grades, chars) for cid, grades, chars in plan.units if cid in response_of]
+    return replace(plan, by_conversation=False, units=units)
+
+
 def _conversations_of(plan: Plan) -> list[int]:
     """The conversations a plan grades: its units are conversations when it samples first,
     responses otherwise (their ids are not conversation ids)."""
@@ -186,12 +199,17 @@ def run_launch(*, spec: RunRequest, plan: Plan | None = None) -> Run:
             raise RunSpecError(["nothing to grade: no response has physician labels (import a meta-eval file first)"])
         raise RunSpecError(["nothing to grade: the source has no grades, or the subset no criteria"])
     queue_check()
+    # The physicians' responses, or a re-grade of a run of theirs: still their responses.
+    source = spec.responses_from
+    physician = spec.physician_responses or (source is not None and source.physician_responses)
     try:
         with transaction.atomic():
             # Every run names the exact members and rubrics it grades (its plan).
             version = subset_version_freeze(subset=spec.subset)[0] if spec.subset else None
             if version is not None:
                 plan = _on_version(plan, version, spec)
+            if spec.physician_responses:
+                plan = _on_physician_responses(plan, spec)
             run = Run.objects.create(
                 name=spec.name,
                 plan=_plan_kind(spec),
@@ -204,7 +222,8 @@ def run_launch(*, spec: RunRequest, plan: Plan | None = None) -> Run:
                     explanation=spec.explanation_length,
                 ),
                 policy_config=endpoint_snapshot(endpoint=spec.policy, template="") if spec.policy else None,
-                policy_model=spec.policy.model if spec.policy else "",
+                policy_model=spec.policy.model if spec.policy else PHYSICIAN_MODEL if physician else "",
+                physician_responses=physician,
                 samples=spec.samples if spec.policy or spec.responses_from is None else spec.responses_from.samples,
                 use_cache=spec.use_cache,
                 length_adjusted=spec.length_adjusted,

@@ -33,8 +33,10 @@ class RunSpecError(ValueError):
 class RunRequest:
     """A grading run as asked for: grade the responses of `responses_from` again, or sample
     `samples` responses per conversation of `subset` from `policy` and grade those, or grade
-    the physician-labelled items. Built by run_request; `template` is the grader template's
-    text as the run will store it (its sha256 is the run's prompt hash)."""
+    the physicians' responses of `subset`'s HealthBench Professional rows
+    (`physician_responses`), or grade the physician-labelled items. Built by run_request;
+    `template` is the grader template's text as the run will store it (its sha256 is the
+    run's prompt hash)."""
 
     name: str
     grader: Endpoint | None
@@ -51,6 +53,10 @@ class RunRequest:
     # Grade every (response, consensus criterion) that physicians labelled, as stored now
     # (the meta-eval's items: grading.plans.labelled_rubric), with no source run.
     labelled: bool = False
+    # Grade the physician response of each conversation of `subset` that has one (its
+    # Professional row's physician_response: grading.pipeline.physician_responses), with no
+    # policy: the physician baseline, reported under the "model" name "physician".
+    physician_responses: bool = False
     # Scoring options of the run (its report, not its grades): see Run.scores_length_adjusted.
     length_adjusted: bool = False
     healthbench_professional: bool = False
@@ -80,6 +86,7 @@ def run_request(
     stored_template: GraderTemplate | None = None,
     responses_from: Run | None = None,
     labelled: bool = False,
+    physician_responses: bool = False,
     rubric_changes: bool = False,
     subset: Subset | None = None,
     policy: Endpoint | None = None,
@@ -109,6 +116,7 @@ def run_request(
         use_cache=use_cache,
         responses_from=responses_from,
         labelled=labelled,
+        physician_responses=physician_responses,
         rubric_changes=rubric_changes,
         subset=subset,
         policy=policy,

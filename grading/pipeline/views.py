@@ -44,7 +44,11 @@ class RunForm(forms.Form):
     """The same choices as `manage.py grade`. Endpoints are chosen by name: their URLs, keys
     and request settings belong to curators."""
 
-    SOURCES = [("responses", "The responses of an existing run"), ("sample", "New samples from a policy endpoint")]
+    SOURCES = [
+        ("responses", "The responses of an existing run"),
+        ("sample", "New samples from a policy endpoint"),
+        ("physician", "The physicians' responses (HealthBench Professional rows)"),
+    ]
 
     name = forms.CharField(max_length=200)
     source = forms.ChoiceField(choices=SOURCES, initial="responses", widget=forms.RadioSelect)
@@ -119,11 +123,13 @@ class RunForm(forms.Form):
         ("Run", ["concurrency", "use_cache", "batch", "length_adjusted", "healthbench_professional"]),
     ]
 
-    # Fields that apply to one source only: the page hides the others while that source is chosen.
+    # Fields that apply to some sources only (space-separated): the page hides them while
+    # another source is chosen.
     SOURCE_ONLY = {
         "responses_from": "responses",
         "rubric_changes": "responses",
-        **dict.fromkeys(["subset", "policy", "samples"], "sample"),
+        "subset": "sample physician",
+        **dict.fromkeys(["policy", "samples"], "sample"),
     }
 
     def groups(self) -> list[tuple[str, list[tuple[forms.BoundField, str]]]]:
@@ -165,6 +171,8 @@ class RunForm(forms.Form):
             data.get("source") == "responses" and not data.get("responses_from") and "responses_from" not in self.errors
         ):
             self.add_error("responses_from", "Choose the run whose responses to grade.")
+        elif data.get("source") == "physician" and not data.get("subset") and "subset" not in self.errors:
+            self.add_error("subset", "Choose the subset whose physicians' responses to grade.")
         if data.get("stored_template") and data.get("grader_template"):
             self.add_error("stored_template", "Give a template's text or choose a stored one, not both.")
         for field in ("grader", "policy"):
@@ -194,6 +202,7 @@ class RunForm(forms.Form):
         the explanation length with a mode that takes one only (its field always has a value)."""
         data = self.cleaned_data
         sampled = data["source"] == "sample"
+        physician = data["source"] == "physician"
         mode = data.get("grading_mode") or DEFAULT
         return run_request(
             name=data["name"],
@@ -204,11 +213,13 @@ class RunForm(forms.Form):
             use_cache=data["use_cache"],
             length_adjusted=data["length_adjusted"],
             healthbench_professional=data["healthbench_professional"],
-            responses_from=None if sampled else data["responses_from"],
-            rubric_changes=not sampled and data.get("rubric_changes", False),
-            subset=data["subset"] if sampled else None,
+            responses_from=data["responses_from"] if data["source"] == "responses" else None,
+            rubric_changes=data["source"] == "responses" and data.get("rubric_changes", False),
+            physician_responses=physician,
+            subset=data["subset"] if sampled or physician else None,
             policy=data["policy"] if sampled else None,
-            samples=data["samples"],
+            # One physician response per conversation: the hidden samples field does not apply.
+            samples=data["samples"] if sampled else 1,
             grading_mode=mode,
             explanation_length=(data.get("explanation_length") or "") if mode_of(mode).takes_explanation else "",
             batch=data["batch"],

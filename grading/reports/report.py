@@ -202,9 +202,33 @@ def grading_record(run: Run) -> dict | None:
     return record
 
 
+def responses_record(run: Run) -> dict:
+    """Whose responses the run graded: ``origin`` is "physician" (the physicians' responses of
+    HealthBench Professional rows), "sampled" (from a policy endpoint), "run" (another run's),
+    "labelled" (the physician-labelled items) or "stored" (an imported or recorded run's);
+    ``model`` is the run's model name ("physician" for the physicians'). Read from the run, not
+    its grades: kept beside the scores, like grading_record."""
+    if run.physician_responses:
+        origin = "physician"
+    elif run.policy_config_id is not None:
+        origin = "sampled"
+    elif run.responses_from_id is not None:
+        origin = "run"
+    elif run.plan == Run.Plan.LABELLED:
+        origin = "labelled"
+    else:
+        origin = "stored"
+    return {"origin": origin, "model": run.policy_model}
+
+
 def run_report_document(*, run: Run, seed: int | None = DEFAULT_SEED) -> dict:
-    """What the downloads, the API and `run_report` send: the report and how it was graded."""
-    return {**run_report_data_cached(run=run, seed=seed), "grading": grading_record(run)}
+    """What the downloads, the API and `run_report` send: the report, how it was graded and
+    whose responses it graded."""
+    return {
+        **run_report_data_cached(run=run, seed=seed),
+        "grading": grading_record(run),
+        "responses": responses_record(run),
+    }
 
 
 def _incomplete(grades: RunGrades) -> npt.NDArray[np.bool_]:
@@ -315,6 +339,8 @@ def report_csv(data: dict) -> str:
             rows.append(["grader:answers", grader["answers"], "", ""])
     for key, value in (data.get("grading") or {}).items():
         rows.append([f"grading:{key}", value, "", ""])
+    for key, value in (data.get("responses") or {}).items():
+        rows.append([f"responses:{key}", value, "", ""])
     if data.get("calibration"):
         rows.extend(calibration_csv_rows(data["calibration"]))
     return csv_text(CSV_COLUMNS, rows)

@@ -1,7 +1,8 @@
 """grade: launch a grading run, resume or cancel one, and optionally wait for it.
 
     grade --name NAME --grader ENDPOINT [--concurrency N]
-          (--responses-from RUN | --policy ENDPOINT --samples K --subset S | --labelled)
+          (--responses-from RUN | --policy ENDPOINT --samples K --subset S
+           | --physician-responses --subset S | --labelled)
           [--grading-mode per-criterion|per-response [--explanation words|sentence|sentences]]
           [--batch] [--wait] [--no-cache] [--estimate-only]
     grade --resume NAME [--retry-failed [--live | --as-batch]] [--wait]
@@ -9,6 +10,9 @@
 
 --labelled grades every (response, consensus criterion) that physicians labelled (the items
 of an imported meta-eval file): `meta_eval RUN` then reports the grader's agreement with them.
+
+--physician-responses --subset S grades the physician response of each HealthBench Professional
+row of S on its rubric: the physician baseline, whose report names its model "physician".
 
 Workers do the work (celery -A healthbench_web worker); this command queues it, after
 printing an estimate of the calls, tokens and cost. Graders and policy models are curated
@@ -93,21 +97,7 @@ class Command(BaseCommand):
             help="per-response only: each verdict explained in a few words, one sentence (default) or two or three",
         )
 
-        source = parser.add_argument_group(
-            "what to grade",
-            "exactly one of: --responses-from RUN; --policy ENDPOINT --subset S [--samples K]; --labelled",
-        )
-        source.add_argument(
-            "--responses-from", metavar="RUN", help="grade the responses of RUN on the criteria it graded"
-        )
-        source.add_argument(
-            "--labelled",
-            action="store_true",
-            help="grade every physician-labelled (response, consensus criterion), for `meta_eval`",
-        )
-        source.add_argument("--policy", metavar="ENDPOINT", help="sample responses from this endpoint")
-        source.add_argument("--samples", type=int, default=1, help="responses per conversation")
-        source.add_argument("--subset", help="the subset whose conversations are sampled")
+        self._source_arguments(parser)
         parser.add_argument("--list-endpoints", action="store_true", help="list the endpoints and stop")
 
         # Refused (see RAW_OPTIONS): kept so that an old script gets a clear message.
@@ -143,6 +133,32 @@ class Command(BaseCommand):
             help="with --retry-failed, for a batched run: retry in a new provider batch (the default)",
         )
         parser.add_argument("--wait", action="store_true", help="print progress until the run ends")
+
+    def _source_arguments(self, parser: CommandParser) -> None:
+        """What to grade: one of four sources."""
+        source = parser.add_argument_group(
+            "what to grade",
+            "exactly one of: --responses-from RUN; --policy ENDPOINT --subset S [--samples K]; "
+            "--physician-responses --subset S; --labelled",
+        )
+        source.add_argument(
+            "--responses-from", metavar="RUN", help="grade the responses of RUN on the criteria it graded"
+        )
+        source.add_argument(
+            "--labelled",
+            action="store_true",
+            help="grade every physician-labelled (response, consensus criterion), for `meta_eval`",
+        )
+        source.add_argument(
+            "--physician-responses",
+            action="store_true",
+            help="with --subset: grade the physicians' responses of its HealthBench Professional rows",
+        )
+        source.add_argument("--policy", metavar="ENDPOINT", help="sample responses from this endpoint")
+        source.add_argument("--samples", type=int, default=1, help="responses per conversation")
+        source.add_argument(
+            "--subset", help="the subset whose conversations are sampled (or whose physician responses are graded)"
+        )
 
     def handle(self, *args, **options) -> None:
         raw = [option for option in RAW_OPTIONS if options.get(option) is not None]
@@ -220,6 +236,7 @@ class Command(BaseCommand):
                 use_cache=not options["no_cache"],
                 responses_from=responses_from,
                 labelled=options["labelled"],
+                physician_responses=options["physician_responses"],
                 subset=subset,
                 policy=self._endpoint(options["policy"]) if options["policy"] else None,
                 samples=options["samples"],

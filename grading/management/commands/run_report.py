@@ -3,7 +3,7 @@ import json
 from grading.calibration.report import with_calibration
 from grading.management.report_command import ReportCommand
 from grading.models import Run
-from grading.reports.report import DEFAULT_SEED, grading_record, report_csv, run_report
+from grading.reports.report import DEFAULT_SEED, grading_record, report_csv, responses_record, run_report
 
 
 class Command(ReportCommand):
@@ -18,6 +18,13 @@ class Command(ReportCommand):
     default_seed = DEFAULT_SEED
 
     def render(self, run: Run, fmt: str, seed: int) -> tuple[str, str]:
-        data = with_calibration(run, {**run_report(run=run, seed=seed).data, "grading": grading_record(run)})
+        data = with_calibration(
+            run,
+            {
+                **run_report(run=run, seed=seed).data,
+                "grading": grading_record(run),
+                "responses": responses_record(run),
+            },
+        )
         text = json.dumps(data, indent=2) + "\n" if fmt == "json" else report_csv(data)
         return text, f"score report of run {run.name!r}"
