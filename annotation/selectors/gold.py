@@ -88,9 +88,13 @@ class GoldTally:
 
 
 def gold_tallies(physician_ids) -> dict[int, GoldTally]:
-    """Per physician with at least one answered gold item: answered and correct (1 query)."""
+    """Per physician with at least one answered gold item: answered and correct (1 query, none
+    for no physicians)."""
+    ids = list(physician_ids)
+    if not ids:
+        return {}
     rows = (
-        GoldAnswer.objects.filter(physician_id__in=list(physician_ids))
+        GoldAnswer.objects.filter(physician_id__in=ids)
         .values("physician_id")
         .annotate(answered=Count("id"), correct=Count("id", filter=Q(answer=F("gold__answer"))))
     )
