@@ -44,6 +44,12 @@ def _gold_labels(w, answers=(True, False, True)) -> list[GoldItem]:
     ]
 
 
+def _assign_labels(w):
+    return assignments_create(
+        kind=Assignment.Kind.LABEL, conversation_ids=[w.a.id], physicians=[w.trial], per_item=2, assigned_by=None
+    )
+
+
 def _mark(client, **fields):
     data = {"conversation": "conv-gold", "known": "yes", "rationale": RATIONALE, **fields}
     return client.post(reverse("gold_items"), data)
@@ -62,8 +68,12 @@ def test_a_curator_marks_a_labeling_item_and_a_voting_item_gold(world):
     vote = _mark(curator, kind="vote", consensus_criterion=world.catalogue[1].id, known="no")
     assert vote.status_code == 302
     label_item, vote_item = GoldItem.objects.order_by("id")
-    assert (label_item.response, label_item.criterion, label_item.answer) == (world.c_responses[0], world.c_cluster, True)
-    assert (vote_item.consensus_criterion, vote_item.answer, vote_item.response) == (world.catalogue[1], False, None)
+    assert label_item.response == world.c_responses[0]
+    assert label_item.criterion == world.c_cluster
+    assert label_item.answer is True
+    assert vote_item.consensus_criterion == world.catalogue[1]
+    assert vote_item.answer is False
+    assert vote_item.response is None
     assert label_item.created_by == world.curator
     listed = curator.get(reverse("gold_items")).text
     assert "does not apply" in listed
@@ -94,8 +104,9 @@ def test_marking_refuses_what_no_physician_could_be_asked(world):
     assert _mark(curator, kind="vote", consensus_criterion=world.catalogue[1].id).status_code == 302
     again = _mark(curator, kind="vote", consensus_criterion=world.catalogue[1].id)
     assert "This voting item is already gold." in again.text
-    assert _mark(curator, kind="label", response=world.c_responses[0].id, criterion=world.c_cluster.id).status_code == 302
-    twice = _mark(curator, kind="label", response=world.c_responses[0].id, criterion=world.c_cluster.id)
+    item = {"kind": "label", "response": world.c_responses[0].id, "criterion": world.c_cluster.id}
+    assert _mark(curator, **item).status_code == 302
+    twice = _mark(curator, **item)
     assert "This labeling item is already gold." in twice.text
     assert GoldItem.objects.count() == 2
 
@@ -127,9 +138,7 @@ def test_gold_count_is_the_share_of_the_whole():
 
 def test_a_physician_on_trial_gets_the_share_of_gold_among_their_tasks(world):
     gold = _gold_labels(world)
-    summary = assignments_create(
-        kind=Assignment.Kind.LABEL, conversation_ids=[world.a.id], physicians=[world.trial], per_item=2, assigned_by=None
-    )
+    summary = _assign_labels(world)
     tasks = list(Assignment.objects.filter(physician=world.trial, kind="label").order_by("id"))
     given = {(t.response_id, t.criterion_id) for t in tasks}
     # Two ordinary items on conversation a (each already has the colleague), and as many gold
@@ -140,9 +149,7 @@ def test_a_physician_on_trial_gets_the_share_of_gold_among_their_tasks(world):
     assert "(and 2 gold items for physicians on trial among them)" in str(summary)
     # Gold tasks come after at least one ordinary task, never all at the front of the queue.
     assert tasks[0].conversation_id == world.a.id
-    again = assignments_create(
-        kind=Assignment.Kind.LABEL, conversation_ids=[world.a.id], physicians=[world.trial], per_item=2, assigned_by=None
-    )
+    again = _assign_labels(world)
     assert again.created == 0
 
 
@@ -181,9 +188,7 @@ def test_active_physicians_get_no_gold(world):
 def test_no_gold_when_the_share_is_zero(world, settings):
     settings.GOLD_SHARE_FOR_TRIAL = 0.0
     _gold_labels(world)
-    summary = assignments_create(
-        kind=Assignment.Kind.LABEL, conversation_ids=[world.a.id], physicians=[world.trial], per_item=2, assigned_by=None
-    )
+    summary = _assign_labels(world)
     assert (summary.created, summary.gold) == (2, 0)
 
 
@@ -192,9 +197,7 @@ def test_no_gold_when_the_share_is_zero(world, settings):
 
 def _gold_tasks(world):
     _gold_labels(world)
-    assignments_create(
-        kind=Assignment.Kind.LABEL, conversation_ids=[world.a.id], physicians=[world.trial], per_item=2, assigned_by=None
-    )
+    _assign_labels(world)
     return list(Assignment.objects.filter(physician=world.trial, conversation=world.c).order_by("response_id"))
 
 
@@ -228,7 +231,8 @@ def test_gold_accuracy_counts_first_answers_with_an_interval(world):
     assert f"{wilson['low']:.3f}" in page
     assert f"{wilson['high']:.3f}" in page
     # The physician reads their own figure too.
-    assert "Right on 1 of 2 gold items answered" in trial.get(reverse("physician_quality", args=[world.trial.code])).text
+    own = trial.get(reverse("physician_quality", args=[world.trial.code])).text
+    assert "Right on 1 of 2 gold items answered" in own
 
 
 def test_make_active_suggests_promotion_once_the_threshold_is_met(world):
