@@ -259,3 +259,30 @@ def test_make_active_suggests_promotion_once_the_threshold_is_met(world):
 )
 def test_the_suggestion_needs_the_accuracy_over_the_minimum_count(world, answered, correct, suggested):
     assert GoldTally(answered, correct).suggests_promotion is suggested
+
+
+def test_the_admin_refuses_the_same_bad_items(world):
+    user = world.curator.user
+    user.is_staff = user.is_superuser = True
+    user.save()
+    admin = client_for(world.curator)
+    url = reverse("admin:annotation_golditem_add")
+    assert admin.get(url).status_code == 200
+    fields = {"conversation": world.c.id, "answer": "on", "rationale": RATIONALE}
+    wrong = admin.post(url, {**fields, "response": world.responses[0].id, "criterion": world.c_cluster.id})
+    assert wrong.status_code == 200
+    assert "This response answers another conversation." in wrong.text
+    both = admin.post(
+        url,
+        {
+            **fields,
+            "response": world.c_responses[0].id,
+            "criterion": world.c_cluster.id,
+            "consensus_criterion": world.catalogue[1].id,
+        },
+    )
+    assert "Name a labeling item or a voting item, not both." in both.text
+    assert not GoldItem.objects.exists()
+    ok = admin.post(url, {**fields, "response": world.c_responses[0].id, "criterion": world.c_cluster.id})
+    assert ok.status_code == 302
+    assert GoldItem.objects.get().answer is True
