@@ -286,3 +286,13 @@ def test_the_admin_refuses_the_same_bad_items(world):
     ok = admin.post(url, {**fields, "response": world.c_responses[0].id, "criterion": world.c_cluster.id})
     assert ok.status_code == 302
     assert GoldItem.objects.get().answer is True
+
+
+def test_the_assignment_preview_counts_the_gold_items(world):
+    _gold_labels(world)
+    page = client_for(world.curator).get(
+        reverse("assignments"),
+        {"kind": "label", "per_item": "2", "limit": "1", "theme": "emergency_referrals", "physician_status": "trial"},
+    )
+    assert "Of these, 2 gold items for physicians on trial" in page.text
+    assert "Assign 4 tasks" in page.text
