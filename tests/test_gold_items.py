@@ -235,6 +235,12 @@ def test_gold_accuracy_counts_first_answers_with_an_interval(world):
     # The physician reads their own figure too.
     own = trial.get(reverse("physician_quality", args=[world.trial.code])).text
     assert "Right on 1 of 2 gold items answered" in own
+    api = trial.get(f"/api/physicians/{world.trial.code}/").json()["gold"]
+    assert api == {"answered": 2, "correct": 1, "accuracy": wilson}
+    listed = client_for(world.curator).get("/api/physicians/").json()
+    by_code = {row["code"]: row["gold"] for row in listed}
+    assert by_code[str(world.trial.code)]["correct"] == 1
+    assert by_code[str(world.owner.code)] is None
 
 
 def test_make_active_suggests_promotion_once_the_threshold_is_met(world):
