@@ -42,6 +42,8 @@ class GoldItemForm(forms.ModelForm):
         label=_("Known answer"),
     )
 
+    field_order = ["kind", "response", "criterion", "consensus_criterion", "known", "rationale"]
+
     class Meta:
         model = GoldItem
         fields = ["response", "criterion", "consensus_criterion", "rationale"]
