@@ -324,12 +324,13 @@ def test_gold_answers_never_show_before_the_physician_answers(world, settings):
         for headers in ({}, htmx()):
             text = trial.get(url, follow=True, **headers).content.decode()
             assert "SECRET-GOLD" not in text, url
-            if "/quality/" not in url:
+            if str(world.trial.code) not in url:
                 # Task pages do not even say that gold items exist (their own quality page
-                # says "no gold item answered yet", of no item in particular).
+                # and API say "no gold item answered yet", of no item in particular).
                 found = re.search(r".{80}(gold|known answer).{80}", text, re.IGNORECASE | re.DOTALL)
                 assert not found, (url, found and found.group(0))
     assert "SECRET-GOLD" not in trial.get(reverse("label_next"), follow=True).content.decode()
+    assert trial.get(f"/api/physicians/{world.trial.code}/").json()["gold"] is None
     # The gold item's page is the page it would be if it were not gold, byte for byte.
     gold_label = Assignment.objects.get(physician=world.trial, response=label.response)
     gold_ballot = Assignment.objects.get(physician=world.trial, conversation=vote.conversation)
