@@ -7,6 +7,8 @@ from annotation.models import (
     Conversation,
     Criterion,
     CriterionEdit,
+    GoldAnswer,
+    GoldItem,
     IdealResponse,
     Physician,
     PhysicianLabel,
@@ -155,3 +157,26 @@ class AssignmentAdmin(admin.ModelAdmin):
     list_filter = ["kind", "status"]
     search_fields = ["conversation__prompt_id", "physician__user__username"]
     raw_id_fields = ["physician", "conversation", "response", "criterion", "assigned_by", "reference_responses"]
+
+
+@admin.register(GoldItem)
+class GoldItemAdmin(admin.ModelAdmin):
+    """Gold items, validated as on the curator's page (GoldItem.clean and its constraints)."""
+
+    formfield_overrides = TEXT_IN_ANY_SCRIPT
+    list_display = ["__str__", "answer", "created_by", "created"]
+    list_filter = ["answer"]
+    search_fields = ["conversation__prompt_id", "rationale"]
+    raw_id_fields = ["conversation", "response", "criterion", "consensus_criterion", "created_by"]
+
+
+@admin.register(GoldAnswer)
+class GoldAnswerAdmin(admin.ModelAdmin):
+    """Physicians' first answers on gold items: read-only, they are what accuracy counts."""
+
+    list_display = ["__str__", "answer", "created"]
+    raw_id_fields = ["gold", "physician"]
+    readonly_fields = ["gold", "physician", "answer", "created"]
+
+    def has_add_permission(self, request) -> bool:
+        return False

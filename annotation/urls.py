@@ -4,6 +4,7 @@ from annotation.views import conversations as views
 from annotation.views import curation as views_curation
 from annotation.views import curator as views_curator
 from annotation.views import drafts as views_drafts
+from annotation.views import gold as views_gold
 from annotation.views import guidelines as views_guidelines
 from annotation.views import ideal as views_ideal
 from annotation.views import labels as views_labels
@@ -47,6 +48,7 @@ urlpatterns = [
     # Curators write here; researchers may read.
     path("curator/assignments/", views_curation.assignments, name="assignments"),
     path("curator/physicians/", views_curation.physicians, name="physicians"),
+    path("curator/gold/", views_gold.gold_items, name="gold_items"),
     path("curator/physicians/link/", views_curation.physician_link, name="physician_link"),
     path("curator/physicians/<uuid:code>/status/", views_curation.physician_status, name="physician_status"),
     # Curators' data pages: import, subsets, consensus overview, statistics.

@@ -100,7 +100,7 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     return value
 
 
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+def env_float(name: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:
     NAMES_READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
@@ -111,6 +111,8 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
     if value != value or (minimum is not None and value < minimum):  # NaN, or too small
         raise ImproperlyConfigured(f"{name}={raw!r} is below the minimum of {minimum} or not a number")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={raw!r} is above the maximum of {maximum}")
     return value
 
 

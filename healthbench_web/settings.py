@@ -72,6 +72,13 @@ PHYSICIAN_OUTLIER_AGREEMENT_MARGIN = env_float("PHYSICIAN_OUTLIER_AGREEMENT_MARG
 PHYSICIAN_OUTLIER_SLOW_FACTOR = env_float("PHYSICIAN_OUTLIER_SLOW_FACTOR", 1.5, minimum=1.0)
 # ... or a can't-judge rate above it by more than this margin.
 PHYSICIAN_OUTLIER_CANT_JUDGE_MARGIN = env_float("PHYSICIAN_OUTLIER_CANT_JUDGE_MARGIN", 0.10, minimum=0.0)
+# Gold items (annotation/services/gold.py): the share of the labeling and voting tasks given to a
+# physician on trial that are gold items with a known answer (0.2: about one task in five).
+GOLD_SHARE_FOR_TRIAL = env_float("GOLD_SHARE_FOR_TRIAL", 0.2, minimum=0.0, maximum=0.9)
+# "Make active" suggests promoting a physician on trial once their gold accuracy reaches this
+# share over at least GOLD_MIN_ITEMS answered gold items; nobody is promoted automatically.
+GOLD_PROMOTION_ACCURACY = env_float("GOLD_PROMOTION_ACCURACY", 0.9, minimum=0.0, maximum=1.0)
+GOLD_MIN_ITEMS = env_int("GOLD_MIN_ITEMS", 20, minimum=1, maximum=100_000)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

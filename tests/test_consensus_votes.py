@@ -152,11 +152,15 @@ def test_the_ballot_costs_the_same_queries_whatever_the_catalogue_size(world, dj
     client = client_for(world.owner)
     url = reverse("votes", args=[world.a.code])
     # Plus, the first time a text is shown, one query for its rendered Markdown and one to store it.
-    with django_assert_max_num_queries(12):  # +1: the time-on-task event (annotation/services/time_on_task.py)
+    # +1: the time-on-task event (annotation/services/time_on_task.py); +1: the physician's
+    # answered gold items on this ballot (annotation/selectors/gold.py, ballot_feedback).
+    with django_assert_max_num_queries(13):
         assert client.get(url).status_code == 200
     for n in range(20):
         consensus(f"more_{n}")
-    with django_assert_max_num_queries(12):  # +1: the time-on-task event (annotation/services/time_on_task.py)
+    # +1: the time-on-task event (annotation/services/time_on_task.py); +1: the physician's
+    # answered gold items on this ballot (annotation/selectors/gold.py, ballot_feedback).
+    with django_assert_max_num_queries(13):
         assert client.get(url).status_code == 200
 
 
@@ -165,8 +169,9 @@ def test_a_vote_costs_a_bounded_number_of_queries(world, django_assert_max_num_q
     colleague = client_for(world.colleague)
     # Includes the savepoints of update_or_create and get_or_create, the attachment itself, its
     # conversation's rubric version (annotation.rubric_versions) and the time-on-task event
-    # (annotation/services/time_on_task.py).
-    with django_assert_max_num_queries(31):
+    # (annotation/services/time_on_task.py); +2: is it a gold item (annotation/services/gold.py),
+    # and the ballot's answered gold items.
+    with django_assert_max_num_queries(33):
         assert _vote(colleague, world, world.catalogue[2], "yes", htmx()).status_code == 200
 
 

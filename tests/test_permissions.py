@@ -154,6 +154,21 @@ ENDPOINTS = [
         ("curator",),
         302,
     ),
+    Endpoint("gold items", "get", lambda w: reverse("gold_items"), allowed=("curator",)),
+    Endpoint(
+        "gold item mark",
+        "post",
+        lambda w: reverse("gold_items"),
+        lambda w: {
+            "conversation": w.a.prompt_id,
+            "kind": "vote",
+            "consensus_criterion": w.catalogue[1].id,
+            "known": "yes",
+            "rationale": "It is an emergency.",
+        },
+        ("curator",),
+        302,
+    ),
     Endpoint("tally", "get", lambda w: reverse("consensus_tally", args=[w.a.code]), allowed=("curator", "researcher")),
     Endpoint("conversations", "get", lambda w: reverse("conversation_list"), allowed=("curator", "researcher")),
     Endpoint(

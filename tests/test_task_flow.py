@@ -1,6 +1,8 @@
 """A physician's way through tasks: a confirmed submit, the next task, drafts kept on the server,
 "can't judge" answers, guidelines, and blinding when tasks are given out."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -10,13 +12,15 @@ from annotation.models import (
     ConsensusVote,
     Criterion,
     Draft,
+    GoldItem,
     Guideline,
     GuidelineRead,
     IdealResponse,
     PhysicianLabel,
 )
 from annotation.services.assignments import assignments_create, assignments_plan
-from tests.workspace import attach, client_for, conversation, htmx, make_world, task
+from grading.models import Response
+from tests.workspace import CSRF_INPUT, attach, client_for, conversation, htmx, make_world, task
 
 pytestmark = pytest.mark.django_db
 
@@ -270,3 +274,86 @@ def test_voting_is_not_given_to_a_physician_who_labels_its_responses(world):
     )
     assert summary.created == 0
     assert "skipped dr_outsider, who labels its responses and so has seen the consensus criteria" in summary.reasons[0]
+
+
+def _gold_world(world):
+    """Gold items on two conversations of the theme (one to label, one to vote on), given to the
+    physician on trial among ordinary tasks."""
+    to_label, to_vote = conversation("conv-x"), conversation("conv-y")
+    cluster = attach(to_label, world.catalogue[0])
+    response = Response.objects.create(conversation=to_label, text="Call an ambulance at once.", model_name="m")
+    label = GoldItem.objects.create(
+        conversation=to_label, response=response, criterion=cluster, answer=True, rationale="SECRET-GOLD-WHY-LABEL"
+    )
+    vote = GoldItem.objects.create(
+        conversation=to_vote, consensus_criterion=world.catalogue[1], answer=False, rationale="SECRET-GOLD-WHY-VOTE"
+    )
+    # Labeling on a, voting on b: nobody votes where they label.
+    for kind, ordinary in ((Assignment.Kind.LABEL, world.a), (Assignment.Kind.CONSENSUS_VOTE, world.b)):
+        summary = assignments_create(
+            kind=kind, conversation_ids=[ordinary.id], physicians=[world.trial], per_item=3, assigned_by=None
+        )
+        assert summary.gold == 1
+    return label, vote
+
+
+def _without_tokens(html: str) -> str:
+    """The page without its CSRF tokens, which are masked afresh on every response."""
+    html = CSRF_INPUT.sub('name="csrfmiddlewaretoken" value=""', html)
+    return re.sub(r'"X-CSRFToken": "[^"]+"', '"X-CSRFToken": ""', html)
+
+
+def _trial_pages(world) -> list[str]:
+    tasks = Assignment.objects.filter(physician=world.trial).order_by("id")
+    urls = [reverse("home"), reverse("guidelines"), reverse("physician_quality", args=[world.trial.code])]
+    urls += [f"/api/physicians/{world.trial.code}/", "/api/conversations/", "/api/criteria/"]
+    for t in tasks:
+        urls.append(
+            reverse("label_item", args=[t.code]) if t.kind == "label" else reverse("votes", args=[t.conversation.code])
+        )
+    return urls
+
+
+def test_gold_answers_never_show_before_the_physician_answers(world, settings):
+    settings.GOLD_SHARE_FOR_TRIAL = 0.5
+    label, vote = _gold_world(world)
+    trial = client_for(world.trial)
+    pages = _trial_pages(world)
+    assert len(pages) == 6 + 5  # two ordinary labeling items and a gold one; a ballot and a gold ballot
+    for url in pages:
+        for headers in ({}, htmx()):
+            text = trial.get(url, follow=True, **headers).content.decode()
+            assert "SECRET-GOLD" not in text, url
+            if str(world.trial.code) not in url:
+                # Task pages do not even say that gold items exist (their own quality page
+                # and API say "no gold item answered yet", of no item in particular).
+                found = re.search(r".{80}(gold|known answer).{80}", text, re.IGNORECASE | re.DOTALL)
+                assert not found, (url, found and found.group(0))
+    assert "SECRET-GOLD" not in trial.get(reverse("label_next"), follow=True).content.decode()
+    assert trial.get(f"/api/physicians/{world.trial.code}/").json()["gold"] is None
+    # The gold item's page is the page it would be if it were not gold, byte for byte.
+    gold_label = Assignment.objects.get(physician=world.trial, response=label.response)
+    gold_ballot = Assignment.objects.get(physician=world.trial, conversation=vote.conversation)
+    urls = [reverse("label_item", args=[gold_label.code]), reverse("votes", args=[vote.conversation.code])]
+    before = [_without_tokens(trial.get(url).content.decode()) for url in urls]
+    GoldItem.objects.all().delete()
+    assert [_without_tokens(trial.get(url).content.decode()) for url in urls] == before
+    assert gold_ballot.is_open
+
+
+def test_the_known_answer_shows_once_the_physician_has_answered(world, settings):
+    settings.GOLD_SHARE_FOR_TRIAL = 0.5
+    label, vote = _gold_world(world)
+    trial = client_for(world.trial)
+    gold_label = Assignment.objects.get(physician=world.trial, response=label.response)
+    # "Can't judge" is no answer: still nothing shown.
+    unsure = trial.post(reverse("label_item", args=[gold_label.code]), {"met": "cant", "reason": "unclear"})
+    assert "SECRET-GOLD" not in trial.get(unsure["Location"]).content.decode()
+    assert "SECRET-GOLD" not in trial.get(reverse("label_item", args=[gold_label.code])).content.decode()
+    trial.post(reverse("label_item", args=[gold_label.code]), {"met": "yes"})
+    assert "SECRET-GOLD-WHY-LABEL" in trial.get(reverse("label_item", args=[gold_label.code])).content.decode()
+    url = reverse("vote", args=[vote.conversation.code, vote.consensus_criterion.code])
+    voted = trial.post(url, {"applies": "yes"}, **htmx()).content.decode()
+    assert "SECRET-GOLD-WHY-VOTE" in voted
+    assert "Your vote differs from the known answer" in voted
+    assert "SECRET-GOLD-WHY-LABEL" not in voted

@@ -20,7 +20,17 @@ from annotation.models.dataset import (
     SubsetVersion,
 )
 from annotation.models.rendered import RenderedMarkdown
-from annotation.models.workspace import Assignment, CantJudge, CriterionEdit, Draft, Guideline, GuidelineRead, TaskEvent
+from annotation.models.workspace import (
+    Assignment,
+    CantJudge,
+    CriterionEdit,
+    Draft,
+    GoldAnswer,
+    GoldItem,
+    Guideline,
+    GuidelineRead,
+    TaskEvent,
+)
 
 __all__ = [
     "THEMES",
@@ -33,6 +43,8 @@ __all__ = [
     "Criterion",
     "CriterionEdit",
     "Draft",
+    "GoldAnswer",
+    "GoldItem",
     "Guideline",
     "GuidelineRead",
     "IdealResponse",

@@ -6,6 +6,7 @@ annotation app like its other models.
 
 import uuid
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -273,3 +274,117 @@ class GuidelineRead(models.Model):
 
     def __str__(self) -> str:
         return f"{self.physician} read the {self.kind} guidelines"
+
+
+class GoldItem(models.Model):
+    """An item with a known answer, marked by a curator: a labeling item (response, criterion)
+    or a voting item (conversation, consensus criterion). Physicians on trial are given some
+    among their tasks (annotation/services/gold.py); nothing on a task page says which, and the
+    answer and rationale are shown to a physician only once they have answered."""
+
+    # A short rationale: read by the physician right after their answer.
+    RATIONALE_MAX = 1000
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="gold_items")
+    response = models.ForeignKey(
+        "grading.Response", null=True, blank=True, on_delete=models.CASCADE, related_name="gold_items"
+    )
+    criterion = models.ForeignKey(Criterion, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    consensus_criterion = models.ForeignKey(
+        "annotation.ConsensusCriterion", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    # Met (labeling item) or applies (voting item).
+    answer = models.BooleanField()
+    rationale = models.CharField(max_length=RATIONALE_MAX)
+    created_by = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["response", "criterion"],
+                condition=Q(consensus_criterion__isnull=True),
+                name="one_gold_per_label_item",
+                violation_error_message="This labeling item is already gold.",
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "consensus_criterion"],
+                condition=Q(consensus_criterion__isnull=False),
+                name="one_gold_per_vote_item",
+                violation_error_message="This voting item is already gold.",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(response__isnull=False, criterion__isnull=False, consensus_criterion__isnull=True)
+                    | Q(response__isnull=True, criterion__isnull=True, consensus_criterion__isnull=False)
+                ),
+                name="gold_names_one_item",
+                violation_error_message="Name a labeling item or a voting item, not both.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"gold {'vote' if self.is_vote else 'label'} item on {self.conversation}"
+
+    @property
+    def is_vote(self) -> bool:
+        return self.consensus_criterion_id is not None
+
+    @property
+    def answer_text(self) -> str:
+        if self.is_vote:
+            return "applies" if self.answer else "does not apply"
+        return "met" if self.answer else "not met"
+
+    def clean(self) -> None:
+        """What a physician could be asked: a model response and a consensus criterion attached
+        to this conversation (what labeling tasks name), or a catalogue entry of its theme (what
+        its ballot lists). Checked here so that the curator's page and the admin refuse alike."""
+        errors: dict[str, str] = {}
+        self.rationale = (self.rationale or "").strip()
+        if not self.rationale:
+            errors["rationale"] = (
+                "Say in a sentence or two why this is the answer: the physician reads it after answering."
+            )
+        conversation_id = self.conversation_id
+        response = self.response if self.response_id is not None else None
+        criterion = self.criterion if self.criterion_id is not None else None
+        if response is not None and response.conversation_id != conversation_id:
+            errors["response"] = "This response answers another conversation."
+        elif response is not None and response.source == "physician":
+            errors["response"] = "Physicians label model responses, not physicians' ideal responses."
+        if criterion is not None and (
+            criterion.conversation_id != conversation_id or criterion.level != Criterion.Level.CLUSTER
+        ):
+            errors["criterion"] = (
+                "Choose a consensus criterion attached to this conversation: physicians label only those."
+            )
+        entry = self.consensus_criterion if self.consensus_criterion_id is not None else None
+        if entry is not None and conversation_id is not None and entry.theme != self.conversation.theme:
+            errors["consensus_criterion"] = "Not on this conversation's ballot: it belongs to another theme."
+        if self.consensus_criterion_id is None and (self.response_id is None) != (self.criterion_id is None):
+            errors["response" if self.response_id is None else "criterion"] = (
+                "A labeling item needs both a response and a criterion."
+            )
+        if errors:
+            raise ValidationError(errors)
+
+
+class GoldAnswer(models.Model):
+    """A physician's first answer on a gold item: what their gold accuracy counts. Labels and
+    votes can be changed afterwards (the physician has then seen the known answer), so the
+    answer given blind is kept here and never updated."""
+
+    gold = models.ForeignKey(GoldItem, on_delete=models.CASCADE, related_name="answers")
+    physician = models.ForeignKey(Physician, on_delete=models.CASCADE, related_name="gold_answers")
+    answer = models.BooleanField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["gold", "physician"], name="one_gold_answer_per_physician"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.physician} on {self.gold}"

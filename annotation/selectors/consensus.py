@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 
 from annotation.models import CantJudge, ConsensusCriterion, ConsensusVote, Conversation, Criterion, Physician
+from annotation.selectors.gold import GoldFeedback, ballot_feedback
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,8 @@ class BallotRow:
     applies: bool | None
     # The physician's "can't judge" reason on it, if that was their answer.
     cant_judge: str = ""
+    # A gold item's known answer and rationale, once this physician has voted on it.
+    gold: GoldFeedback | None = None
 
     @property
     def answered(self) -> bool:
@@ -42,7 +45,8 @@ def ballot(*, physician: Physician, conversation: Conversation) -> list[BallotRo
             physician=physician, conversation=conversation, consensus_criterion__isnull=False
         ).values_list("consensus_criterion_id", "reason")
     )
-    return [BallotRow(entry, mine.get(entry.id), unsure.get(entry.id, "")) for entry in entries]
+    gold = ballot_feedback(physician_id=physician.id, conversation_id=conversation.id)
+    return [BallotRow(entry, mine.get(entry.id), unsure.get(entry.id, ""), gold.get(entry.id)) for entry in entries]
 
 
 @dataclass(frozen=True)

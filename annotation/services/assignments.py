@@ -1,16 +1,20 @@
 """Giving out tasks: N physicians per item, spread evenly, least-loaded first."""
 
 import heapq
-from collections import defaultdict
+import random
+from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation.grading_seam import Response
-from annotation.models import Assignment, Conversation, Criterion, IdealResponse, Physician
+from annotation.models import Assignment, Conversation, Criterion, GoldAnswer, IdealResponse, Physician
+from annotation.selectors.gold import gold_pool
+from annotation.services.gold import gold_count, gold_mixed
 
 LABEL_CONFLICT_NOTE = (
     "Withdrawn: this physician wrote the conversation or (was assigned) its rubric, and nobody labels responses "
@@ -31,11 +35,15 @@ class AssignSummary:
     short: int
     # Per short conversation, why physicians were passed over ("p-1: physician and physician2 write its rubric").
     reasons: tuple[str, ...] = ()
+    # Of those created, gold items given to physicians on trial.
+    gold: int = 0
     # Open labeling tasks taken back because their physician now writes the rubric.
     withdrawn: int = 0
 
     def __str__(self) -> str:
         text = f"{counted(self.created, 'task')} created over {counted(self.items, 'item')}"
+        if self.gold:
+            text += f" (and {counted(self.gold, 'gold item')} for physicians on trial among them)"
         if self.short:
             text += f"; {counted(self.short, 'item')} could not get enough physicians"
             if not self.reasons:
@@ -74,10 +82,12 @@ class AssignPlan:
     # Conversations that give no item at all for this kind, with why ("p-1: no model responses").
     empty: list[str]
     per_physician: list[tuple[str, int]]
+    # Gold items mixed among the tasks of physicians on trial (annotation/services/gold.py).
+    gold: list[tuple[Item, int]] = field(default_factory=list)
 
     @property
     def tasks(self) -> int:
-        return len(self.pairs)
+        return len(self.pairs) + len(self.gold)
 
 
 def assignment_complete(*, assignment: Assignment) -> None:
@@ -357,8 +367,9 @@ def assignments_plan(
     reasons = skip_reasons(
         short_items, physician_ids=physician_ids, per_item=per_item, assigned=assigned, excluded=excluded, chosen=pairs
     )
+    gold = gold_pairs(kind, chosen, pairs)
     per: dict[int, int] = defaultdict(int)
-    for _, pid in pairs:
+    for _, pid in [*pairs, *gold]:
         per[pid] += 1
     names = {p.id: str(p) for p in chosen}
     return AssignPlan(
@@ -369,7 +380,49 @@ def assignments_plan(
         reasons=reasons,
         empty=_nothing_to_do(kind, conversation_ids, items),
         per_physician=[(names[pid], per[pid]) for pid in physician_ids if per[pid]],
+        gold=gold,
     )
+
+
+def gold_pairs(kind: str, physicians: Sequence[Physician], pairs: Sequence[tuple[Item, int]]) -> list[tuple[Item, int]]:
+    """Gold items for the physicians on trial among `physicians`, GOLD_SHARE_FOR_TRIAL of what
+    they receive in all, by the rules ordinary items follow: never one they hold or answered
+    already, nor on a conversation whose rubric they write, nor one that would unblind them."""
+    given = Counter(pid for _, pid in pairs)
+    trial = [p.id for p in physicians if p.status == Physician.Status.TRIAL and given[p.id]]
+    share = settings.GOLD_SHARE_FOR_TRIAL
+    pool = gold_pool(kind) if trial and share > 0 else []
+    if not pool:
+        return []
+    conversation_ids = sorted({item[0] for item in pool})
+    excluded: dict[int, set[int]] = defaultdict(set)
+    if kind == Assignment.Kind.LABEL:
+        for cid, pids in rubric_writers(conversation_ids).items():
+            excluded[cid] |= pids
+    for cid, found in vote_blinding(kind, conversation_ids).items():
+        excluded[cid] |= set(found)
+    # Held in any status: the unique constraints count cancelled and withdrawn tasks too.
+    held: set[tuple[Item, int]] = set(pairs)
+    for cid, rid, crit, pid in Assignment.objects.filter(
+        kind=kind, conversation_id__in=conversation_ids, physician_id__in=trial
+    ).values_list("conversation_id", "response_id", "criterion_id", "physician_id"):
+        held.add(((cid, rid, crit), pid))
+    answered = set(
+        GoldAnswer.objects.filter(physician_id__in=trial).values_list(
+            "physician_id", "gold__conversation_id", "gold__response_id", "gold__criterion_id"
+        )
+    )
+    chosen: list[tuple[Item, int]] = []
+    for pid in trial:
+        want = gold_count(given[pid], share)
+        for item in pool:
+            if want == 0:
+                break
+            if (item, pid) in held or pid in excluded[item[0]] or (pid, *item) in answered:
+                continue
+            chosen.append((item, pid))
+            want -= 1
+    return chosen
 
 
 def assignments_create(
@@ -393,6 +446,8 @@ def assignments_create(
             condition = ""
         elif not condition:
             condition = IdealResponse.Condition.NO_REFERENCE
+        # Gold at random places among each trial physician's new tasks: the queue's order hides it.
+        pairs = gold_mixed(pairs, plan.gold, random.SystemRandom())
         created = Assignment.objects.bulk_create(
             [
                 Assignment(
@@ -429,6 +484,7 @@ def assignments_create(
     return AssignSummary(
         items=len(plan.items),
         created=len(created),
+        gold=len(plan.gold),
         short=plan.short,
         reasons=tuple(plan.empty + plan.reasons),
         withdrawn=withdrawn,

@@ -14,6 +14,7 @@ from annotation.models import (
 )
 from annotation.rubric_versions import rubric_changed
 from annotation.services.assignments import assignment_complete
+from annotation.services.gold import gold_answer_vote
 from annotation.services.locking import conversation_lock
 from annotation.services.rubric import next_position
 
@@ -81,6 +82,13 @@ def vote_cast(
             physician=physician, conversation=conversation, consensus_criterion=consensus_criterion
         ).delete()
         consensus_sync(conversation_id=conversation.id, consensus_criterion=consensus_criterion)
+        # On a gold item, the first answer is kept for the physician's gold accuracy.
+        gold_answer_vote(
+            physician=physician,
+            conversation_id=conversation.id,
+            consensus_criterion_id=consensus_criterion.id,
+            applies=applies,
+        )
         ballot_complete(physician=physician, conversation=conversation)
     return vote
 

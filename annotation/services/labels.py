@@ -1,9 +1,12 @@
 """Physician labels: met / not met for one (response, criterion), the meta-eval ground truth."""
 
+from typing import cast
+
 from django.db import IntegrityError, transaction
 
 from annotation.models import Assignment, CantJudge, PhysicianLabel
 from annotation.services.assignments import assignment_complete
+from annotation.services.gold import gold_answer_label
 
 
 def label_record(*, task: Assignment, met: bool, comment: str = "") -> None:
@@ -24,4 +27,11 @@ def label_record(*, task: Assignment, met: bool, comment: str = "") -> None:
                 PhysicianLabel.objects.filter(**item).update(**values)
         # A label replaces a "can't judge" given to the same item before.
         CantJudge.objects.filter(**item, consensus_criterion=None).delete()
+        # On a gold item, the first answer is kept for the physician's gold accuracy.
+        gold_answer_label(
+            physician_id=task.physician_id,
+            response_id=cast(int, task.response_id),
+            criterion_id=cast(int, task.criterion_id),
+            met=met,
+        )
         assignment_complete(assignment=task)

@@ -6,6 +6,7 @@ Researchers may read these pages; only curators may change anything.
 from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -27,6 +28,7 @@ from annotation.forms.workspace import AssignForm, ExternalLinkForm, StatusForm
 from annotation.models import Assignment, Physician
 from annotation.selectors import curation
 from annotation.selectors.consensus import tallies
+from annotation.selectors.gold import GoldTally, gold_tallies
 from annotation.services.assignments import assignments_create, assignments_plan
 from annotation.services.external import LinkPlan, external_link, external_link_plan
 from annotation.services.vetting import TRANSITIONS, physician_status_set
@@ -42,6 +44,8 @@ class VettingRow(NamedTuple):
 
     physician: Physician
     next_statuses: tuple[str, ...]
+    # Their answered gold items (shown beside "Make active" for physicians on trial).
+    gold: GoldTally | None = None
 
 
 def _assign_form(data=None) -> AssignForm:
@@ -145,13 +149,17 @@ def physicians(request: HtmxRequest) -> HttpResponse:
     status = request.GET.get("status", "")
     if status not in Physician.Status.values:
         status = ""
-    rows = [VettingRow(p, TRANSITIONS[p.status]) for p in curation.physicians_for_vetting(status)[:500]]
+    listed = list(curation.physicians_for_vetting(status)[:500])
+    trial = gold_tallies(p.id for p in listed if p.status == Physician.Status.TRIAL)
+    rows = [VettingRow(p, TRANSITIONS[p.status], trial.get(p.id)) for p in listed]
     context = {
         "rows": rows,
         "external": curation.external_physicians().count(),
         "status": status,
         "statuses": Physician.Status.choices,
         "can_write": role == Physician.Role.CURATOR,
+        "gold_accuracy": settings.GOLD_PROMOTION_ACCURACY,
+        "gold_min_items": settings.GOLD_MIN_ITEMS,
     }
     return render(request, "annotation/physicians.html", context)
 

@@ -14,6 +14,7 @@ from django_htmx.http import push_url
 from annotation.access import HtmxRequest, get_label_task, label_conflict, require_working_physician
 from annotation.forms.workspace import LabelForm
 from annotation.models import Assignment, CantJudge, PhysicianLabel
+from annotation.selectors.gold import label_feedback
 from annotation.selectors.tasks import following_label_code, label_position, next_label_code, next_task
 from annotation.services.assignments import LABEL_CONFLICT_NOTE, label_task_withdraw
 from annotation.services.cant_judge import cant_judge_label
@@ -51,6 +52,8 @@ def _context(task: Assignment, form: LabelForm | None = None) -> dict:
         "comment": comment,
         "draft_key": key,
         "reasons": CantJudge.Reason.choices,
+        # A gold item's known answer and rationale: read only once the physician has answered.
+        "gold": label_feedback(task) if own is not None else None,
     }
 
 
@@ -123,6 +126,12 @@ def _render(request: HtmxRequest, task: Assignment, form: LabelForm | None) -> H
 
 
 def _after_label(request: HtmxRequest, task: Assignment) -> HttpResponse:
+    if task.response_id is not None and label_feedback(task) is not None:
+        # A gold item: the physician reads its known answer and rationale before moving on.
+        url = reverse("label_item", args=[task.code])
+        if not wants_fragment(request):
+            return redirect(url)
+        return push_url(_render(request, task, None), url)
     following = following_label_code(task)
     url = reverse("label_item", args=[following]) if following else reverse("label_next")
     if not wants_fragment(request):

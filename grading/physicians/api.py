@@ -13,7 +13,9 @@ from rest_framework.response import Response
 
 from annotation.access import physician_for, role_of
 from annotation.models import Physician
+from annotation.selectors.gold import GoldTally, gold_tallies
 from grading.physicians import selectors
+from grading.physicians.quality import rate_interval
 
 
 class EstimateSerializer(serializers.Serializer):
@@ -36,6 +38,12 @@ class FlagSerializer(serializers.Serializer):
     others_median = serializers.FloatField()
 
 
+class GoldSerializer(serializers.Serializer):
+    answered = serializers.IntegerField(help_text="Gold items answered (first answers)")
+    correct = serializers.IntegerField()
+    accuracy = EstimateSerializer(help_text="correct / answered with Wilson's 95% interval")
+
+
 class PhysicianQualitySerializer(serializers.Serializer):
     code = serializers.UUIDField()
     name = serializers.CharField()
@@ -45,6 +53,7 @@ class PhysicianQualitySerializer(serializers.Serializer):
     cant_judge = EstimateSerializer(allow_null=True, help_text="Share of labeling answers that were can't judge")
     cant_judge_reasons = serializers.DictField(child=serializers.IntegerField())
     flags = FlagSerializer(many=True, help_text="Empty for a physician reading their own figures")
+    gold = GoldSerializer(allow_null=True, help_text="Gold items answered; null before the first")
 
 
 class WeekSerializer(serializers.Serializer):
@@ -71,7 +80,16 @@ class CuratorsOrThemselves(BasePermission):
         return role == Physician.Role.CURATOR or (role == Physician.Role.PHYSICIAN and view.action == "retrieve")
 
 
-def _figures(programme: selectors.Programme, physician: Physician, *, with_flags: bool) -> dict:
+def _gold(tally: GoldTally | None) -> dict | None:
+    if tally is None:
+        return None
+    accuracy = rate_interval(tally.correct, tally.answered)
+    return {"answered": tally.answered, "correct": tally.correct, "accuracy": accuracy}
+
+
+def _figures(
+    programme: selectors.Programme, physician: Physician, *, with_flags: bool, gold: dict[int, GoldTally]
+) -> dict:
     return {
         "code": physician.code,
         "name": str(physician),
@@ -81,6 +99,7 @@ def _figures(programme: selectors.Programme, physician: Physician, *, with_flags
         "cant_judge": programme.cant_judge.get(physician.pk),
         "cant_judge_reasons": dict(programme.reasons.get(physician.pk, {})),
         "flags": programme.flags.get(physician.pk, []) if with_flags else [],
+        "gold": _gold(gold.get(physician.pk)),
     }
 
 
@@ -93,13 +112,14 @@ class PhysicianQualityViewSet(viewsets.ViewSet):
     @extend_schema(responses={200: PhysicianQualitySerializer(many=True)})
     def list(self, request: Request) -> Response:
         programme = selectors.programme()
-        physicians = (
+        physicians = list(
             Physician.objects.filter(role=Physician.Role.PHYSICIAN)
             .exclude(status=Physician.Status.REMOVED)
             .select_related("user")
             .order_by("id")
         )
-        rows = [_figures(programme, p, with_flags=True) for p in physicians]
+        gold = gold_tallies(p.pk for p in physicians)
+        rows = [_figures(programme, p, with_flags=True, gold=gold) for p in physicians]
         return Response(PhysicianQualitySerializer(rows, many=True).data)
 
     @extend_schema(responses={200: PhysicianQualityDetailSerializer})
@@ -116,7 +136,7 @@ class PhysicianQualityViewSet(viewsets.ViewSet):
         if not curator and physician.status == Physician.Status.REMOVED:
             raise PermissionDenied
         programme = selectors.programme()
-        data = _figures(programme, physician, with_flags=curator)
+        data = _figures(programme, physician, with_flags=curator, gold=gold_tallies([physician.pk]))
         data["weeks"] = selectors.weekly_tasks(programme.times, physician.pk)
         data["votes"] = selectors.vote_outcomes(physician.pk)
         data["rubric"] = selectors.rubric_outcomes(physician.pk)

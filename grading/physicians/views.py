@@ -14,9 +14,10 @@ from django.views.decorators.http import require_GET
 from annotation.access import HtmxRequest as HttpRequest
 from annotation.access import require_curator
 from annotation.models import CantJudge, Physician
+from annotation.selectors.gold import gold_tallies
 from grading.access import get_physician_for_quality
 from grading.physicians import charts, selectors
-from grading.physicians.quality import Estimate, Flag, LabelAgreement
+from grading.physicians.quality import Estimate, Flag, LabelAgreement, rate_interval
 from healthbench_web.spreadsheet import csv_text
 
 REASONS = dict(CantJudge.Reason.choices)
@@ -84,6 +85,10 @@ def physician_quality(request: HttpRequest, code) -> HttpResponse:
         "kinds": selectors.KINDS.choices,
         "idle_minutes": round(settings.TIME_ON_TASK_IDLE_SECONDS / 60, 1),
     }
+    gold = gold_tallies([physician.pk]).get(physician.pk)
+    if gold is not None:
+        # Right on first answers to gold items, with Wilson's interval (annotation/selectors/gold.py).
+        context["gold"] = {"tally": gold, "accuracy": rate_interval(gold.correct, gold.answered)}
     context["week_chart"] = charts.weekly_bars(weeks, list(selectors.KINDS.values))
     if sees_programme and agreement is not None:
         # Beside the others' figures only for curators: a physician sees no ranking.
