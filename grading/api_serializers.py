@@ -68,7 +68,9 @@ class ResponsesRecordSerializer(serializers.Serializer):
         help_text="physician: the physicians' responses of HealthBench Professional rows; sampled: from a policy "
         "endpoint; run: another run's; labelled: the physician-labelled items; stored: an imported run's",
     )
-    model = serializers.CharField(help_text="the responses' model (\"physician\" for the physicians'); may be empty")
+    model = serializers.CharField(
+        allow_blank=True, help_text="the responses' model (\"physician\" for the physicians'); may be empty"
+    )
 
 
 class RunReportSerializer(serializers.Serializer):
