@@ -354,9 +354,14 @@ def test_csv_has_one_row_per_metric_with_score_first(db, tmp_path):
     call_command("run_report", "mixed", "--format", "csv", stdout=out)
     table = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert out.getvalue().startswith("name,value,n_samples,bootstrap_std\n")
-    # After the metrics, how their stds were drawn (an imported run has no grader rows).
-    assert table[-1] == {"name": "bootstrap:method", "value": "multinomial", "n_samples": "", "bootstrap_std": ""}
-    table.pop()
+    # After the metrics, how their stds were drawn and whose responses they are (an imported
+    # run has no grader rows, and its responses are stored ones with no model name).
+    assert table[-3:] == [
+        {"name": "bootstrap:method", "value": "multinomial", "n_samples": "", "bootstrap_std": ""},
+        {"name": "responses:origin", "value": "stored", "n_samples": "", "bootstrap_std": ""},
+        {"name": "responses:model", "value": "", "n_samples": "", "bootstrap_std": ""},
+    ]
+    del table[-3:]
     names = [row["name"] for row in table]
     assert names[0] == "score"
     assert names[1:] == sorted(names[1:])
