@@ -98,7 +98,11 @@ def counted_labels() -> Labels:
         dtype=np.int64,
     ).reshape(-1, 4)
     physician_pk, physician = np.unique(rows[:, 0], return_inverse=True)
-    pairs, item = np.unique(rows[:, 1:3], axis=0, return_inverse=True)
+    # Items are (response, criterion) pairs in that order; as one integer key (ids are positive
+    # and below 2**31) np.unique sorts them alike without the slow row-wise unique.
+    span = int(rows[:, 2].max(initial=0)) + 1
+    keys, item = np.unique(rows[:, 1] * span + rows[:, 2], return_inverse=True)
+    pairs = np.stack(np.divmod(keys, span), axis=1)
     labels = MetaEvalLabels(
         item=item.reshape(-1),
         category=np.zeros(rows.shape[0], dtype=np.intp),
