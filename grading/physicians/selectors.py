@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 from django.conf import settings
-from django.db import connections
-from django.db.models import Count, F, FloatField, Func, Max, QuerySet, Sum
+from django.db.models import Count, F, FloatField, Func, Max, Sum
 
 from annotation.models import (
     Assignment,
@@ -25,6 +24,7 @@ from annotation.models import (
     TaskEvent,
 )
 from grading.metaeval.agreement import MetaEvalLabels
+from grading.physicians.columns import numeric_columns, raw_rows
 from grading.physicians.quality import (
     Estimate,
     Flag,
@@ -60,16 +60,6 @@ class EpochSeconds(Func):
         return self.as_sql(compiler, connection, template=template, **extra)
 
 
-def raw_rows(queryset: QuerySet) -> list[tuple]:
-    """The rows of a `values_list` queryset as the driver gives them, without Django's
-    converters: a Python call per value, a third of the overview's cold CPU at 180,000 rows.
-    Only for columns the driver already returns as wanted (ints, floats, text, booleans)."""
-    sql, params = queryset.query.sql_with_params()
-    with connections[queryset.db].cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
 def outlier_rule() -> OutlierRule:
     return OutlierRule(
         agreement_margin=settings.PHYSICIAN_OUTLIER_AGREEMENT_MARGIN,
@@ -89,25 +79,23 @@ class Labels:
 
 
 def counted_labels() -> Labels:
-    rows = np.array(
-        raw_rows(
-            PhysicianLabel.objects.exclude(physician__status=Physician.Status.REMOVED).values_list(
-                "physician_id", "response_id", "criterion_id", "met"
-            )
+    physician_id, response_id, criterion_id, met = numeric_columns(
+        PhysicianLabel.objects.exclude(physician__status=Physician.Status.REMOVED).values_list(
+            "physician_id", "response_id", "criterion_id", "met"
         ),
-        dtype=np.int64,
-    ).reshape(-1, 4)
-    physician_pk, physician = np.unique(rows[:, 0], return_inverse=True)
+        ("bigint", "bigint", "bigint", "boolean"),
+    )
+    physician_pk, physician = np.unique(physician_id, return_inverse=True)
     # Items are (response, criterion) pairs in that order; as one integer key (ids are positive
     # and below 2**31) np.unique sorts them alike without the slow row-wise unique.
-    span = int(rows[:, 2].max(initial=0)) + 1
-    keys, item = np.unique(rows[:, 1] * span + rows[:, 2], return_inverse=True)
+    span = int(criterion_id.max(initial=0)) + 1
+    keys, item = np.unique(response_id * span + criterion_id, return_inverse=True)
     pairs = np.stack(np.divmod(keys, span), axis=1)
     labels = MetaEvalLabels(
         item=item.reshape(-1),
-        category=np.zeros(rows.shape[0], dtype=np.intp),
+        category=np.zeros(met.size, dtype=np.intp),
         physician=physician.reshape(-1),
-        label=rows[:, 3].astype(bool),
+        label=met.astype(bool),
         category_names=("all",),
         physician_ids=tuple(str(pk) for pk in physician_pk.tolist()),
         n_items=int(pairs.shape[0]),
@@ -137,11 +125,10 @@ def task_times(*, physician_ids: list[int] | None = None) -> TaskTimes:
     )
     ids = np.array([r[0] for r in task_rows], dtype=np.int64)
     # Seconds as numbers from the database: 100,000 datetimes parsed in Python cost seconds.
-    event_rows = np.array(
-        raw_rows(events.annotate(t=EpochSeconds("at")).values_list("assignment_id", "t")), dtype=np.float64
-    ).reshape(-1, 2)
-    task_code = np.searchsorted(ids, event_rows[:, 0].astype(np.int64))
-    at = event_rows[:, 1]
+    event_task, at = numeric_columns(
+        events.annotate(t=EpochSeconds("at")).values_list("assignment_id", "t"), ("bigint", "double precision")
+    )
+    task_code = np.searchsorted(ids, event_task)
     seconds = active_seconds(task_code, at, n_tasks=ids.size, idle_seconds=settings.TIME_ON_TASK_IDLE_SECONDS)
     return TaskTimes(
         physician_id=np.array([r[1] for r in task_rows], dtype=np.int64),
