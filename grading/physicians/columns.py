@@ -1,10 +1,11 @@
 """Numeric query results as numpy columns, read in bulk rather than row by row.
 
 The quality programme reads 180,000 rows of plain numbers (ids, booleans, seconds). As Python
-tuples each row costs the driver a tuple and numpy a conversion back; on PostgreSQL a binary
-COPY of columns that are never NULL has a fixed width per row, so numpy reads the whole reply
-as one array of records. Any other backend, or a NULL in the reply, takes the row-by-row path,
-which gives the same numbers.
+tuples each row costs the driver a tuple and numpy a conversion back (a binary COPY is no
+better: the driver hands over one message per row). On PostgreSQL the database packs each
+column into one bytea of fixed-width binary values, one row in all, which numpy reads as an
+array. Any other backend, or a NULL in a column, takes the row-by-row path, which gives the
+same numbers.
 """
 
 from __future__ import annotations
@@ -14,11 +15,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import QuerySet
 
-# Per PostgreSQL type the cast applied and numpy's big-endian reading of its binary form.
-TYPES = {"bigint": ">i8", "double precision": ">f8", "boolean": "?"}
-# PGCOPY signature, flags and header extension length; a tuple count of -1 ends the data.
-HEADER = 11 + 4 + 4
-TRAILER = 2
+# Per PostgreSQL type: the function giving its binary form, and numpy's reading of that form.
+TYPES = {"bigint": ("int8send", ">i8"), "double precision": ("float8send", ">f8"), "boolean": ("boolsend", "?")}
 
 
 def raw_rows(queryset: QuerySet) -> list[tuple]:
@@ -43,38 +41,37 @@ def numeric_columns(queryset: QuerySet, types: tuple[str, ...]) -> list[np.ndarr
         raise ValueError(f"no numeric column type {sorted(unknown)}; known: {sorted(TYPES)}")
     connection = connections[queryset.db]
     if connection.vendor == "postgresql":
-        columns = _copied(queryset, types)
+        columns = _packed(queryset, types)
         if columns is not None:
             return columns
     rows = raw_rows(queryset)
-    dtypes = [np.dtype(TYPES[t]).newbyteorder("=") for t in types]
+    dtypes = [np.dtype(TYPES[t][1]).newbyteorder("=") for t in types]
     if not rows:
         return [np.zeros(0, dtype=d) for d in dtypes]
     return [np.array(column, dtype=d) for column, d in zip(zip(*rows, strict=True), dtypes, strict=True)]
 
 
-def _copied(queryset: QuerySet, types: tuple[str, ...]) -> list[np.ndarray] | None:
+def _packed(queryset: QuerySet, types: tuple[str, ...]) -> list[np.ndarray] | None:
     try:
         sql, params = queryset.query.sql_with_params()
     except EmptyResultSet:
         return None  # raw_rows answers it
     names = [f"c{i}" for i in range(len(types))]
-    # Django's compiled query, our own names and casts from TYPES; the values travel apart (S608).
-    casts = ", ".join(f"{name}::{t}" for name, t in zip(names, types, strict=True))
-    statement = f"COPY (SELECT {casts} FROM ({sql}) AS q({', '.join(names)})) TO STDOUT (FORMAT BINARY)"  # noqa: S608
-    with connections[queryset.db].cursor() as cursor, cursor.cursor.copy(statement, params) as copy:
-        data = b"".join(bytes(block) for block in copy)
-    fields: list[tuple[str, str]] = [("count", ">i2")]
-    for name, t in zip(names, types, strict=True):
-        fields += [(f"{name}_size", ">i4"), (name, TYPES[t])]
-    record = np.dtype(fields)
-    body = len(data) - HEADER - TRAILER
-    if body < 0 or body % record.itemsize:
-        return None  # a NULL somewhere: its field has no bytes, so rows differ in width
-    rows = np.frombuffer(data, dtype=record, offset=HEADER, count=body // record.itemsize)
-    if rows.size and (rows["count"] != len(names)).any():
-        return None
-    for name in names:
-        if rows.size and (rows[f"{name}_size"] != record[name].itemsize).any():
-            return None
-    return [rows[name].astype(record[name].newbyteorder("=")) for name in names]
+    # Each column packed by the database into one bytea of its binary (network order) values:
+    # the aggregates of one query read the rows in one order, so the columns stay aligned.
+    # Django's compiled query, our own names and functions from TYPES; values travel apart (S608).
+    packed = ", ".join(
+        f"string_agg({TYPES[t][0]}(q.{name}::{t}), ''::bytea)" for name, t in zip(names, types, strict=True)
+    )
+    statement = f"SELECT count(*), {packed} FROM ({sql}) AS q({', '.join(names)})"  # noqa: S608
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(statement, params)
+        count, *blobs = cursor.fetchone()
+    columns = []
+    for blob, t in zip(blobs, types, strict=True):
+        dtype = np.dtype(TYPES[t][1])
+        data = bytes(blob or b"")
+        if len(data) != count * dtype.itemsize:
+            return None  # a NULL somewhere: string_agg skips it, so this column is short
+        columns.append(np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("=")))
+    return columns
