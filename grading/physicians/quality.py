@@ -60,6 +60,24 @@ def _estimate(point: float, boot: FloatArray, confidence: float) -> Estimate:
     return {"value": float(point), "low": low, "high": high}
 
 
+def _estimates(points: FloatArray, boot: FloatArray, confidence: float) -> list[Estimate]:
+    """`_estimate` for every column of `boot` (draws × physicians) at once: one quantile call
+    over the columns without undefined draws, which gives each column's own quantiles (the
+    same partition and interpolation per column); the rest one by one."""
+    tail = (1 - confidence) / 2
+    whole = np.logical_not(np.isnan(boot).any(axis=0), dtype=bool)
+    bounds = np.quantile(boot[:, whole], [tail, 1 - tail], axis=0) if boot.size else np.zeros((2, 0))
+    lows, highs = np.full(boot.shape[1], np.nan), np.full(boot.shape[1], np.nan)
+    lows[whole], highs[whole] = bounds[0], bounds[1]
+    out: list[Estimate] = []
+    for index, point in enumerate(points.tolist()):
+        if np.isnan(point) or not whole[index]:
+            out.append(_estimate(point, boot[:, index], confidence))
+        else:
+            out.append({"value": point, "low": float(lows[index]), "high": float(highs[index])})
+    return out
+
+
 def pair_cells(labels: MetaEvalLabels) -> tuple[IntArray, IntArray, IntArray]:
     """Per label: its physician, a code of (own label, peers' yes, peers' no), and the width
     the code uses; labels alone on their item are dropped (they have no pairs)."""
@@ -119,12 +137,14 @@ def label_agreement(
     draws = _multinomial(rng, n_items, tally / n_items[:, None], n_resamples)
     boot_f1, boot_kappa = _figures(draws @ cells[used])
     counts = tally @ cells[used]
+    f1_estimates = _estimates(f1[rows], boot_f1, confidence)
+    kappa_estimates = _estimates(kappa[rows], boot_kappa, confidence)
     for index, p in enumerate(rows.tolist()):
         out[p] = {
             "n_items": int(n_items[index]),
             "n_pairs": int(counts[index].sum()),
-            "macro_f1": _estimate(float(f1[p]), boot_f1[:, index], confidence),
-            "kappa": _estimate(float(kappa[p]), boot_kappa[:, index], confidence),
+            "macro_f1": f1_estimates[index],
+            "kappa": kappa_estimates[index],
         }
     return out
 
@@ -221,17 +241,38 @@ def outliers(
         ("cant_judge", cant_judge, "low"),
     ):
         defined = {p: e for p, e in table.items() if e["value"] is not None and e[side] is not None}  # type: ignore[literal-required]
-        for p, estimate in defined.items():
-            others = [float(e["value"]) for q, e in defined.items() if q != p]  # type: ignore[arg-type]
-            if not others:
+        medians = _medians_of_others(np.array([float(e["value"]) for e in defined.values()]))  # type: ignore[arg-type]
+        for (p, estimate), median in zip(defined.items(), medians.tolist(), strict=True):
+            if np.isnan(median):
                 continue
-            median = float(np.median(np.asarray(others)))
             bound = float(estimate[side])  # type: ignore[literal-required]
             if _apart(measure, bound, median, rule):
                 flags.setdefault(p, []).append(
                     {"measure": measure, "value": float(estimate["value"]), "bound": bound, "others_median": median}  # type: ignore[arg-type]
                 )
     return flags
+
+
+def _medians_of_others(values: FloatArray) -> FloatArray:
+    """For each value, the median of all the others (NaN when there are none), from one sort
+    instead of a median per physician: leaving out the value at sorted position k shifts the
+    positions from k on by one. Two middle values are averaged as np.median does, (a + b) / 2."""
+    n = values.size
+    if n < 2:
+        return np.full(n, np.nan)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    m = n - 1
+
+    def others_at(j: int) -> FloatArray:
+        # The j-th smallest of the others, for every left-out position at once.
+        return ordered[np.where(j < position, j, j + 1)]
+
+    if m % 2:
+        return others_at(m // 2)
+    return (others_at(m // 2 - 1) + others_at(m // 2)) / 2
 
 
 def _apart(measure: str, bound: float, median: float, rule: OutlierRule) -> bool:

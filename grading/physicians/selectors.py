@@ -24,6 +24,7 @@ from annotation.models import (
     TaskEvent,
 )
 from grading.metaeval.agreement import MetaEvalLabels
+from grading.physicians.columns import numeric_columns, raw_rows
 from grading.physicians.quality import (
     Estimate,
     Flag,
@@ -48,7 +49,10 @@ class EpochSeconds(Func):
     output_field = FloatField()
 
     def as_postgresql(self, compiler, connection, **extra):
-        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)", **extra)
+        # A double from the database, not a numeric: the driver then makes no Decimal per row.
+        # The numeric's cast to double and Python's float() both round to the nearest double.
+        template = "EXTRACT(EPOCH FROM %(expressions)s)::double precision"
+        return self.as_sql(compiler, connection, template=template, **extra)
 
     def as_sqlite(self, compiler, connection, **extra):
         # julianday() of Django's stored text; day 2440587.5 is 1970-01-01 00:00 UTC.
@@ -75,19 +79,23 @@ class Labels:
 
 
 def counted_labels() -> Labels:
-    rows = np.array(
+    physician_id, response_id, criterion_id, met = numeric_columns(
         PhysicianLabel.objects.exclude(physician__status=Physician.Status.REMOVED).values_list(
             "physician_id", "response_id", "criterion_id", "met"
         ),
-        dtype=np.int64,
-    ).reshape(-1, 4)
-    physician_pk, physician = np.unique(rows[:, 0], return_inverse=True)
-    pairs, item = np.unique(rows[:, 1:3], axis=0, return_inverse=True)
+        ("bigint", "bigint", "bigint", "boolean"),
+    )
+    physician_pk, physician = np.unique(physician_id, return_inverse=True)
+    # Items are (response, criterion) pairs in that order; as one integer key (ids are positive
+    # and below 2**31) np.unique sorts them alike without the slow row-wise unique.
+    span = int(criterion_id.max(initial=0)) + 1
+    keys, item = np.unique(response_id * span + criterion_id, return_inverse=True)
+    pairs = np.stack(np.divmod(keys, span), axis=1)
     labels = MetaEvalLabels(
         item=item.reshape(-1),
-        category=np.zeros(rows.shape[0], dtype=np.intp),
+        category=np.zeros(met.size, dtype=np.intp),
         physician=physician.reshape(-1),
-        label=rows[:, 3].astype(bool),
+        label=met.astype(bool),
         category_names=("all",),
         physician_ids=tuple(str(pk) for pk in physician_pk.tolist()),
         n_items=int(pairs.shape[0]),
@@ -112,16 +120,15 @@ def task_times(*, physician_ids: list[int] | None = None) -> TaskTimes:
     if physician_ids is not None:
         tasks = tasks.filter(physician_id__in=physician_ids)
         events = events.filter(assignment__physician_id__in=physician_ids)
-    task_rows = list(
+    task_rows = raw_rows(
         tasks.order_by("id").annotate(done=EpochSeconds("completed")).values_list("id", "physician_id", "kind", "done")
     )
     ids = np.array([r[0] for r in task_rows], dtype=np.int64)
     # Seconds as numbers from the database: 100,000 datetimes parsed in Python cost seconds.
-    event_rows = np.array(
-        list(events.annotate(t=EpochSeconds("at")).values_list("assignment_id", "t")), dtype=np.float64
-    ).reshape(-1, 2)
-    task_code = np.searchsorted(ids, event_rows[:, 0].astype(np.int64))
-    at = event_rows[:, 1]
+    event_task, at = numeric_columns(
+        events.annotate(t=EpochSeconds("at")).values_list("assignment_id", "t"), ("bigint", "double precision")
+    )
+    task_code = np.searchsorted(ids, event_task)
     seconds = active_seconds(task_code, at, n_tasks=ids.size, idle_seconds=settings.TIME_ON_TASK_IDLE_SECONDS)
     return TaskTimes(
         physician_id=np.array([r[1] for r in task_rows], dtype=np.int64),
