@@ -27,6 +27,9 @@ from healthbench_web.env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The project's templates, static files and translations live inside this package (package data),
+# so that an installed copy carries them beside its code and installs no top-level folders.
+PACKAGE_DIR = Path(__file__).resolve().parent
 # A checkout (or `pip install -e .`) keeps its state beside the code; an installed copy
 # (`pip install .`, whose code sits in site-packages) in the user's data directory.
 _USER_DATA = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "healthbench-studio"
@@ -126,7 +129,7 @@ WSGI_APPLICATION = "healthbench_web.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [PACKAGE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -256,15 +259,15 @@ LOGOUT_REDIRECT_URL = "login"
 
 # The interface's own strings are marked for translation (templates: {% translate %}, marked
 # by scripts/mark_translations.py; Python: gettext). A translation is a catalogue in
-# locale/<lang>/LC_MESSAGES (manage.py makemessages -l <lang>, then compilemessages); no code.
+# healthbench_web/locale/<lang>/LC_MESSAGES (manage.py makemessages -l <lang>, then compilemessages); no code.
 LANGUAGE_CODE = "en-us"
-LOCALE_PATHS = [BASE_DIR / "locale"]
+LOCALE_PATHS = [PACKAGE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [PACKAGE_DIR / "static"]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
 # WhiteNoise warns at start-up when the folder is missing (before the first collectstatic).
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ run after a merge instead of resolving the marks by hand.
 It also lists the sentences with a value in them that are still outside a `{% blocktranslate %}`
 (see `unmarked_sentences`); those it cannot rewrite, and it exits 1 while any is left.
 
-Usage: python scripts/mark_translations.py [--check] [templates/ ...]
+Usage: python scripts/mark_translations.py [--check] [healthbench_web/templates/ ...]
 """
 
 import re
@@ -197,7 +197,7 @@ def unmarked_sentences(source: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    roots = [Path(a) for a in argv if a != "--check"] or [REPO / "templates"]
+    roots = [Path(a) for a in argv if a != "--check"] or [REPO / "healthbench_web" / "templates"]
     changed = []
     for root in roots:
         for path in sorted(root.rglob("*.html")) if root.is_dir() else [root]:

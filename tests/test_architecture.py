@@ -206,16 +206,20 @@ def test_no_top_level_module_is_one_of_six_siblings_sharing_a_prefix():
 # the product must name something that exists: a moved module otherwise leaves readers looking
 # for it. (CHANGELOG.md is history: it may name what is gone.)
 
-TOP_FOLDERS = (*PACKAGES, "tests", "bench", "scripts", "templates", "static", ".ci")
-_FOLDERS = "|".join(re.escape(folder) for folder in TOP_FOLDERS)
+TOP_FOLDERS = (*PACKAGES, "tests", "bench", "scripts", ".ci")
+# The templates and static files were top-level folders before they moved into healthbench_web
+# (package data); a path that still starts with one of them is looked for, so it is found stale.
+FORMER_TOP_FOLDERS = ("templates", "static")
+_FOLDERS = "|".join(re.escape(folder) for folder in (*TOP_FOLDERS, *FORMER_TOP_FOLDERS))
 PATH_REF = re.compile(rf"(?<![\w./-])((?:{_FOLDERS})/[\w./-]*\w)")
 DOTTED_REF = re.compile(rf"(?<![\w./-])((?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+)")
 FILE_SUFFIXES = (".py", ".html", ".md", ".txt", ".json", ".jsonl", ".csv", ".css", ".js", ".toml", ".yml")
 
 
 def _path_exists(ref: str) -> bool:
-    # A template named as Django names it ("annotation/label.html") lives under templates/.
-    return (REPO / ref).exists() or (ref.endswith(".html") and (REPO / "templates" / ref).exists())
+    # A template named as Django names it ("annotation/label.html") lives under healthbench_web/templates/.
+    templates = REPO / "healthbench_web" / "templates"
+    return (REPO / ref).exists() or (ref.endswith(".html") and (templates / ref).exists())
 
 
 def _defines(path: Path, name: str) -> bool:
@@ -293,6 +297,23 @@ def test_the_stale_name_check_finds_a_moved_module(tmp_path, monkeypatch):
         "ARCHITECTURE.md: grading/models.py",
         "ARCHITECTURE.md: grading.pipeline.runs.run_launch",
     ]
+
+
+def test_the_stale_name_check_finds_a_path_into_the_former_top_level_folders(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    for file in ("healthbench_web/static/style.css", "healthbench_web/templates/errors/404.html"):
+        (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / file).write_text("")
+    doc = tmp_path / "README.md"
+    doc.write_text(
+        "See `healthbench_web/static/style.css`, `errors/404.html`, `static/style.css` and "
+        "`templates/errors/404.html`.\n"
+    )
+    assert _stale_references([doc]) == ["README.md: static/style.css", "README.md: templates/errors/404.html"]
+
+
+def test_no_templates_or_static_folder_is_left_at_the_top():
+    assert [name for name in FORMER_TOP_FOLDERS if (REPO / name).exists()] == []
 
 
 def test_the_graders_ask_and_retry_loop_is_written_once():

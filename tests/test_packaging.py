@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,12 @@ def source_copy(root: Path) -> Path:
     """The sources as a clone has them, so that a build writes nothing into this checkout."""
     shutil.copytree(REPO, root, ignore=lambda _dir, names: [n for n in names if n in SKIP or n.endswith(".egg-info")])
     return root
+
+
+def package_files() -> list[Path]:
+    """Every template and static file, whatever its kind (the favicon too)."""
+    package = REPO / "healthbench_web"
+    return [f for top in ("templates", "static") for f in (package / top).rglob("*") if f.is_file()]
 
 
 @pytest.mark.parametrize("editable", [True, False], ids=["pip install -e .", "pip install ."])
@@ -70,10 +77,22 @@ def test_the_package_installs_and_healthbench_runs_the_commands(tmp_path, editab
     locate = "import healthbench_web, pathlib; print(pathlib.Path(healthbench_web.__file__).parent)"
     where = run(bin_dir / "python", "-c", locate, cwd=elsewhere, env=env).stdout.strip()
     code = Path(where).parent
-    # Every template and static file (the favicon too), not only the kinds package-data names.
-    shipped = [f.relative_to(REPO) for top in ("templates", "static") for f in (REPO / top).rglob("*") if f.is_file()]
+    # Every template and static file (the favicon too), inside the project's package.
+    shipped = [f.relative_to(REPO) for f in package_files()]
     assert [str(f) for f in shipped if not (code / f).exists()] == []
-    assert Path("static/favicon.svg") in shipped
+    assert Path("healthbench_web/static/favicon.svg") in shipped
+    assert Path("healthbench_web/templates/errors/404.html") in shipped
+    # ...and no top-level `templates` or `static` package beside the apps in site-packages.
+    assert not (code / "templates").exists()
+    assert not (code / "static").exists()
+    # The installed copy's settings find them there.
+    env_settings = env | {"DJANGO_SETTINGS_MODULE": "healthbench_web.settings"}
+    find = "import django; django.setup(); from django.contrib.staticfiles import finders; "
+    find += "from django.template.loader import get_template; print(finders.find('style.css')); "
+    find += "print(get_template('errors/404.html').origin.name)"
+    found = run(bin_dir / "python", "-c", find, cwd=elsewhere, env=env_settings).stdout.split()
+    package = code / "healthbench_web"
+    assert found == [str(package / "static" / "style.css"), str(package / "templates" / "errors" / "404.html")]
     if editable:
         # The checkout's own state directory, as with manage.py.
         assert code == source
@@ -82,6 +101,22 @@ def test_the_package_installs_and_healthbench_runs_the_commands(tmp_path, editab
         # An installed copy keeps its database in the user's data directory.
         assert code != source
         assert (tmp_path / "data" / "healthbench-studio" / "healthbench.sqlite3").exists()
+
+
+def test_the_wheel_holds_the_templates_and_static_files_as_package_data(tmp_path):
+    """Only the three apps are top-level names of the wheel; the templates, static files and
+    translation catalogues ship inside healthbench_web."""
+    source = source_copy(tmp_path / "src")
+    pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+    run(*pip, "-w", tmp_path / "dist", source, cwd=tmp_path)
+    (wheel,) = (tmp_path / "dist").glob("healthbench_studio-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
+        assert archive.read(top_level).decode().split() == ["annotation", "grading", "healthbench_web"]
+    assert not [n for n in names if n.startswith(("templates/", "static/", "locale/"))]
+    assert [str(f) for f in package_files() if str(f.relative_to(REPO)) not in names] == []
+    assert {"annotation/demo/demo_dataset.jsonl", "annotation/demo/demo_responses.jsonl"} <= names
 
 
 def test_what_a_build_leaves_behind_is_ignored_by_git():

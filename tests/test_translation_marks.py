@@ -19,7 +19,7 @@ assert SPEC is not None
 assert SPEC.loader is not None
 marking = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(marking)
-TEMPLATES = sorted((REPO / "templates").rglob("*.html"))
+TEMPLATES = sorted((REPO / "healthbench_web" / "templates").rglob("*.html"))
 MARK = re.compile(r"""\{% translate (?:"([^"]*)"|'([^']*)') %\}""")
 
 SAMPLE = (

@@ -1,4 +1,4 @@
-"""Drafts saved as the physician types (static/workspace.js posts here a moment after each change)."""
+"""Drafts saved as the physician types (healthbench_web/static/workspace.js posts here a moment after each change)."""
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, JsonResponse

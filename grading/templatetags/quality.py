@@ -1,4 +1,4 @@
-"""Filters of the physician quality pages (templates/physicians/)."""
+"""Filters of the physician quality pages (healthbench_web/templates/physicians/)."""
 
 from django import template
 from django.utils.html import format_html
