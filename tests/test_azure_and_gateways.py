@@ -168,6 +168,14 @@ def test_an_azure_classic_endpoint_grades_through_deployment_urls_with_the_api_k
     said = StringIO()
     call_command("endpoint", "check", "azure", stdout=said, stderr=StringIO())
     assert said.getvalue().rstrip().endswith("azure works.")
+    # Its Batch API, tried by the check: a one-line file and a batch, cancelled at once.
+    server.batches.validating_seconds = 2.0
+    Endpoint.objects.filter(id=endpoint.id).update(batch_discount=0.5)
+    said = StringIO()
+    call_command("endpoint", "check", "azure", "--batch", stdout=said, stderr=StringIO())
+    assert "for /chat/completions, cancelled it (cancelling)" in said.getvalue()
+    assert (server.batches.created, server.batches.cancels) == (1, 1)
+    assert "/openai/files?api-version=2024-10-21" in {path for path, _ in server.received}
 
 
 def test_an_entra_id_token_goes_as_a_bearer_token_to_azure_classic(make_llm_server):

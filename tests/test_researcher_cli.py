@@ -2,6 +2,7 @@
 check (one real call); grade --list-endpoints; grade --resume checked like a launch; every
 command on an unmigrated database says "run migrate first"."""
 
+import json
 import os
 import subprocess
 import sys
@@ -284,3 +285,43 @@ def test_after_migrate_the_commands_run(tmp_path):
     done = cli("endpoint", "list", var_dir=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("no endpoints yet")
+
+
+# --- endpoint check --batch ---------------------------------------------------------------------
+
+
+def test_check_batch_uploads_the_runs_line_creates_a_batch_and_cancels_it(llm_server):
+    add_on(llm_server, "grader", key_variable="", batch_discount="0.5")
+    llm_server.batches.validating_seconds = 2.0  # a provider's batch is still open when the cancel arrives
+    said, _ = run_command("endpoint", "check", "grader", "--batch")
+    assert said.rstrip().endswith("grader works.")
+    (line,) = [line for line in said.splitlines() if line.startswith("batch: ")]
+    assert "created batch batch_" in line
+    assert "for /v1/chat/completions, cancelled it (cancelling)" in line
+    assert llm_server.batches.created == 1
+    assert llm_server.batches.cancels == 1
+    # The uploaded line holds the request the live check sent, as a run's provider batch would.
+    (stored,) = llm_server.batches.files.values()
+    uploaded = json.loads(stored.data)
+    path, body = llm_server.requests[-1]
+    assert uploaded["url"] == "/v1" + path.removeprefix("/v1")
+    assert uploaded["body"] == body
+
+
+def test_check_batch_refuses_an_endpoint_without_a_batch_api(llm_server):
+    add_on(llm_server, "plain", key_variable="")  # not OpenAI's URL: the preset's discount is dropped
+    err = StringIO()
+    with pytest.raises(CommandError, match="does not work yet"):
+        call_command("endpoint", "check", "plain", "--batch", stdout=StringIO(), stderr=err)
+    assert "batch: not tried: this endpoint is saved without a Batch API" in err.getvalue()
+    assert llm_server.batches.created == 0
+
+
+def test_check_batch_names_the_step_a_server_without_a_batch_api_refuses(make_llm_server):
+    server = make_llm_server(dialect="ollama")  # Ollama answers chat calls but has no Batch API
+    add_on(server, "local", key_variable="", batch_discount="0.5")
+    err, out = StringIO(), StringIO()
+    with pytest.raises(CommandError, match="does not work yet"):
+        call_command("endpoint", "check", "local", "--batch", stdout=out, stderr=err)
+    assert "batch: the Batch API refused uploading the batch file" in err.getvalue()
+    assert server.batches.created == 0

@@ -34,14 +34,14 @@ class CheckResult:
     lines: list[str] = field(default_factory=list)
 
 
-def _body_text(exc: openai.APIStatusError) -> str:
+def body_text(exc: openai.APIStatusError) -> str:
     try:
         return exc.response.text[:2000]
     except Exception:  # a body that cannot be read says nothing
         return ""
 
 
-def _target(endpoint: Endpoint) -> CallTarget:
+def check_target(endpoint: Endpoint) -> CallTarget:
     from grading.pipeline.run_launch import ACCESS_FIELDS, SNAPSHOT_FIELDS
 
     fields = {name: getattr(endpoint, source) for name, source in SNAPSHOT_FIELDS.items()}
@@ -50,7 +50,7 @@ def _target(endpoint: Endpoint) -> CallTarget:
     return CallTarget.of(config)
 
 
-def _request(target: CallTarget, mode: str, template: str) -> tuple[str, dict]:
+def check_request(target: CallTarget, mode: str, template: str) -> tuple[str, dict]:
     """The request a run's grader call would send, filled the way a run fills it: the run's
     grader template (the default one unless a stored one is named) for a criterion, the
     per-response prompt for a response."""
@@ -82,8 +82,21 @@ def _refused(error: ProviderError, status: int, target: CallTarget) -> str:
     return f"the endpoint answered HTTP {status} (a run would retry)"
 
 
+def not_callable(target: CallTarget) -> str | None:
+    """Why no call can be made to the target (its key variable, URL or settings), or None."""
+    problem = key_variable_problem(target.api_key_env) or base_url_problem(target.base_url)
+    if problem:
+        return f"not called: {problem}"
+    try:
+        target.check()
+        target.api_key()
+    except EndpointConfigError as exc:
+        return f"not called: {exc}"
+    return None
+
+
 async def _call(target: CallTarget, mode: str, template: str) -> tuple[str, dict, bytes]:
-    path, body = _request(target, mode, template)
+    path, body = check_request(target, mode, template)
     try:
         raw = (await client_for(target).post(path, body)).content
     finally:
@@ -94,22 +107,17 @@ async def _call(target: CallTarget, mode: str, template: str) -> tuple[str, dict
 def endpoint_check(*, endpoint: Endpoint, mode: str = DEFAULT, template: str = DEFAULT_TEMPLATE) -> CheckResult:
     """Ask the endpoint one grader question, as a run in `mode` with `template` would, and say
     what worked."""
-    target = _target(endpoint)
+    target = check_target(endpoint)
     where = endpoint.base_url or "https://api.openai.com/v1"
-    problem = key_variable_problem(target.api_key_env) or base_url_problem(target.base_url)
+    problem = not_callable(target)
     if problem:
-        return CheckResult(False, [f"not called: {problem}"])
-    try:
-        target.check()
-        target.api_key()
-    except EndpointConfigError as exc:
-        return CheckResult(False, [f"not called: {exc}"])
+        return CheckResult(False, [problem])
     try:
         path, body, raw = asyncio.run(_call(target, mode, template))
         reply = parse_reply(raw, api_style=target.api_style, attempts=1)
     except (openai.APIStatusError, ErrorReply) as exc:
         status = exc.status if isinstance(exc, ErrorReply) else exc.status_code
-        text = "" if isinstance(exc, ErrorReply) else _body_text(exc)
+        text = "" if isinstance(exc, ErrorReply) else body_text(exc)
         error = read_error(status, exc.body, text=text)
         said = redact(error.describe(endpoint.name), endpoint_keys())
         if isinstance(exc, ErrorReply):

@@ -108,7 +108,8 @@ def _line_of(custom_id: str) -> tuple[str, int | None]:
     return key, int(index) if index else None
 
 
-def _endpoint_url(target: CallTarget) -> str:
+def batch_endpoint(target: CallTarget) -> str:
+    """The `endpoint` a batch of this target names (/v1/chat/completions or /v1/responses)."""
     # Azure OpenAI names a batch's endpoint without the version prefix.
     path = "/v1/responses" if target.api_style == "responses" else "/v1/chat/completions"
     return path.removeprefix("/v1") if target.provider == AZURE else path
@@ -238,7 +239,7 @@ def _submit(client: openai.OpenAI, target: CallTarget, run: Run, row: ProviderBa
             target,
             lambda: client.batches.create(
                 input_file_id=row.input_file_id,
-                endpoint=_endpoint_url(target),  # type: ignore[arg-type]
+                endpoint=batch_endpoint(target),  # type: ignore[arg-type]
                 completion_window=COMPLETION_WINDOW,
                 metadata={METADATA_KEY: str(row.code), "run": run.name[:500]},
             ),

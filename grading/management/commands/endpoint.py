@@ -9,7 +9,7 @@
                  [--api-version V] [--key-header NAME] [--header 'NAME: VALUE' ...]
                  [--query 'NAME: VALUE' ...] [--lenient-answers | --strict-answers]
     endpoint list
-    endpoint check NAME [--grading-mode per-criterion|per-response] [--template NAME]
+    endpoint check NAME [--grading-mode per-criterion|per-response] [--template NAME] [--batch]
 
 `add` saves through the curator form, so the same rules apply (key variables from
 ENDPOINT_KEY_VARIABLES, allowed base URLs, no temperature on a reasoning model) and takes every
@@ -19,13 +19,15 @@ what the reference grader sends; --temperature, --json-schema and --max-output-t
 improvements on top, and runs using them say "differs from the reference grader".
 `check` asks one real grader question, shaped and filled as a run's grader call (the built-in
 grader prompt, or the stored template --template names), and says the endpoint works only when
-the answer holds a verdict a run could read.
+the answer holds a verdict a run could read. With --batch it also tries the Batch API: the same
+request uploaded as a one-line batch file, a batch created of it and cancelled at once.
 """
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from grading.endpoint_rules import has_batch_api
-from grading.endpoints.check import endpoint_check
+from grading.endpoints.batch_check import endpoint_batch_check
+from grading.endpoints.check import CheckResult, endpoint_check
 from grading.endpoints.forms import EndpointForm
 from grading.endpoints.listing import endpoint_line, endpoint_lines
 from grading.endpoints.presets import PRESETS_BY_SHORT
@@ -122,6 +124,11 @@ class Command(BaseCommand):
         )
         add.add_argument("--notes", default="")
         actions.add_parser("list", help="list the endpoints")
+        self._check_arguments(actions)
+
+    @staticmethod
+    def _check_arguments(actions) -> None:
+        """The options of `endpoint check`."""
         check = actions.add_parser("check", help="one real call: does the key work, the model exist, the shape pass")
         check.add_argument("name")
         check.add_argument(
@@ -136,6 +143,12 @@ class Command(BaseCommand):
             help="fill this stored grader template (grader_template list), as a run with it would; "
             "default: the built-in grader prompt",
         )
+        check.add_argument(
+            "--batch",
+            action="store_true",
+            help="also try the Batch API: upload the same request as a one-line batch file, create a batch "
+            "of it and cancel it at once (nothing is graded)",
+        )
 
     def handle(self, *args, **options) -> None:
         action = options["action"]
@@ -148,7 +161,11 @@ class Command(BaseCommand):
             endpoint = Endpoint.objects.filter(name=options["name"]).first()
             if endpoint is None:
                 raise CommandError(f"no endpoint named {options['name']!r} ({self._names()})")
-            result = endpoint_check(endpoint=endpoint, mode=options["grading_mode"], template=self._template(options))
+            template = self._template(options)
+            result = endpoint_check(endpoint=endpoint, mode=options["grading_mode"], template=template)
+            if options["batch"]:
+                batch = endpoint_batch_check(endpoint=endpoint, mode=options["grading_mode"], template=template)
+                result = CheckResult(result.ok and batch.ok, result.lines + batch.lines)
             for line in result.lines:
                 (self.stdout if result.ok else self.stderr).write(line)
             if not result.ok:
