@@ -6,6 +6,8 @@ that misses (someone else's task, a criterion of another author) is a 404, not a
 ids cannot be probed. `_rw` variants add the write check and raise PermissionDenied.
 """
 
+import uuid
+
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
@@ -13,6 +15,7 @@ from django_htmx.middleware import HtmxDetails
 
 from annotation.models import Assignment, ConsensusCriterion, Conversation, Criterion, Physician, Subset
 from annotation.selectors.tasks import wrote_rubric
+from healthbench_web.compiled_query import SENTINEL_TEXT, CompiledQuery, sentinels
 
 WORKING = (Physician.Status.TRIAL, Physician.Status.ACTIVE)
 
@@ -83,17 +86,51 @@ def get_conversation_for_reader(request: HttpRequest, code) -> Conversation:
         raise Http404("No such conversation") from None
 
 
+# The task pages' lookups run on every request: compiled once (healthbench_web/compiled_query.py).
+_task = CompiledQuery(
+    lambda physician_id, kind, code: (
+        Assignment.objects.select_related("conversation")
+        .exclude(status__in=Assignment.INACTIVE)
+        .filter(physician_id=physician_id, kind=kind, conversation__code=code)[:2]
+    ),
+    *sentinels(1),
+    SENTINEL_TEXT,
+    *sentinels(1, uuid.UUID),
+)
+_label_task = CompiledQuery(
+    lambda code, physician_id: (
+        Assignment.objects.select_related("conversation", "response", "criterion")
+        .exclude(status=Assignment.Status.CANCELLED)
+        .filter(code=code, physician_id=physician_id, kind=Assignment.Kind.LABEL)[:2]
+    ),
+    *sentinels(1, uuid.UUID),
+    *sentinels(1),
+)
+
+
+def _uuid(code, missing: str) -> uuid.UUID:
+    """A URL's code as a UUID (the URL converter gives one already); Http404(missing) if it is none."""
+    try:
+        return code if isinstance(code, uuid.UUID) else uuid.UUID(str(code))
+    except ValueError:
+        raise Http404(missing) from None
+
+
+def _one(query: CompiledQuery, *values, missing: str):
+    """The one row `query` finds, as `.get()` gives it; Http404(missing) when none."""
+    found = query.all(*values)
+    if not found:
+        raise Http404(missing)
+    if len(found) > 1:
+        raise Assignment.MultipleObjectsReturned("get() returned more than one Assignment")
+    return found[0]
+
+
 def get_task(request: HttpRequest, code, kind: str) -> Assignment:
     """The signed-in physician's own task of `kind` for conversation `code`."""
     physician = require_working_physician(request)
-    try:
-        task = (
-            Assignment.objects.select_related("conversation")
-            .exclude(status__in=Assignment.INACTIVE)
-            .get(physician=physician, kind=kind, conversation__code=code)
-        )
-    except (Assignment.DoesNotExist, ValueError):
-        raise Http404("You have no such task") from None
+    missing = "You have no such task"
+    task = _one(_task, physician.id, kind, _uuid(code, missing), missing=missing)
     task.physician = physician  # already loaded: spare the join
     return task
 
@@ -132,14 +169,8 @@ def get_label_task(request: HttpRequest, code) -> Assignment:
     labels responses against a rubric they wrote.
     """
     physician = require_working_physician(request)
-    try:
-        task = (
-            Assignment.objects.select_related("conversation", "response", "criterion")
-            .exclude(status=Assignment.Status.CANCELLED)
-            .get(code=code, physician=physician, kind=Assignment.Kind.LABEL)
-        )
-    except (Assignment.DoesNotExist, ValueError):
-        raise Http404("You have no such labeling item") from None
+    missing = "You have no such labeling item"
+    task = _one(_label_task, _uuid(code, missing), physician.id, missing=missing)
     task.physician = physician
     return task
 

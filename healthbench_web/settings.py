@@ -113,7 +113,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Django's, with the user and their physician profile read in one query (healthbench_web/auth_user.py).
+    "healthbench_web.auth_user.PhysicianAuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -137,8 +138,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
-            # {% translate %} in every template without a {% load i18n %} in each.
-            "builtins": ["django.templatetags.i18n"],
+            # {% translate %} in every template without a {% load i18n %} in each; then the same
+            # tags, and {% url %}, kept per language when their arguments are constant.
+            "builtins": ["django.templatetags.i18n", "healthbench_web.template_memo"],
         },
     },
 ]
@@ -250,8 +252,9 @@ AXES_LOCKOUT_CALLABLE = "healthbench_web.login_limits.lockout_response"
 AXES_VERBOSE = False
 
 # Sessions live in the database alone: a cached_db session raises when Redis is down, which
-# would log every user out of every page (one indexed read per request is cheap).
-SESSION_ENGINE = "django.contrib.sessions.backends.db"
+# would log every user out of every page (one indexed read per request is cheap; it is read
+# without the ORM, healthbench_web/session_store.py).
+SESSION_ENGINE = "healthbench_web.session_store"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

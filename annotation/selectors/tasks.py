@@ -7,6 +7,7 @@ from django.db.models.functions import RowNumber
 from django.urls import reverse
 
 from annotation.models import Assignment, Conversation, Physician
+from healthbench_web.compiled_query import SENTINEL_TEXT, CompiledQuery, sentinels
 
 # Open tasks listed per kind on the home page; the rest are reached one after another.
 LISTED = 5
@@ -63,17 +64,10 @@ class KindSummary:
         return self.tasks[0] if self.tasks else None
 
 
-def task_summary(physician: Physician) -> list[KindSummary]:
-    """Each kind of task with its open and done counts and the first few open tasks, in one query.
-
-    Window functions number the tasks and count them within each (kind, status); only the
-    first LISTED of each group come back, each carrying its group's size. Plain values, not
-    model instances; the messages are read for the listed open tasks only (a second query).
-    """
-    summary = {kind: KindSummary(kind, label) for kind, label in Assignment.Kind.choices}
+def _summary_query(physician_id: int):
     group = [F("kind"), F("status")]
-    rows = (
-        Assignment.objects.filter(physician=physician)
+    return (
+        Assignment.objects.filter(physician_id=physician_id)
         .exclude(status=Assignment.Status.CANCELLED)
         .annotate(
             rank=Window(RowNumber(), partition_by=group, order_by=F("id").asc()),
@@ -85,7 +79,22 @@ def task_summary(physician: Physician) -> list[KindSummary]:
             "kind", "status", "in_group", "code", "conversation__code", "conversation__prompt_id", "conversation__theme"
         )
     )
-    found = list(rows)
+
+
+# The home page's and the task pages' questions, asked on every request: compiled once
+# (healthbench_web/compiled_query.py), the window query above all (2 ms of Django's CPU to build).
+_summary_rows = CompiledQuery(_summary_query, *sentinels(1))
+
+
+def task_summary(physician: Physician) -> list[KindSummary]:
+    """Each kind of task with its open and done counts and the first few open tasks, in one query.
+
+    Window functions number the tasks and count them within each (kind, status); only the
+    first LISTED of each group come back, each carrying its group's size. Plain values, not
+    model instances; the messages are read for the listed open tasks only (a second query).
+    """
+    summary = {kind: KindSummary(kind, label) for kind, label in Assignment.Kind.choices}
+    found = _summary_rows.all(physician.id)
     listed = {row[5] for row in found if row[1] == Assignment.Status.OPEN}
     messages = dict(Conversation.objects.filter(prompt_id__in=listed).values_list("prompt_id", "messages"))
     for kind, status, in_group, code, conversation_code, prompt_id, theme in found:
@@ -105,14 +114,20 @@ def wrote_rubric(*, physician: Physician, conversation: Conversation) -> bool:
     """Whether the physician wrote the conversation, one of its criteria, or holds its rubric task."""
     if conversation.author_id == physician.id:
         return True
-    return (
-        Conversation.objects.filter(id=conversation.id)
+    return bool(_wrote_rubric.all(conversation.id, physician.id, physician.id))
+
+
+_wrote_rubric = CompiledQuery(
+    lambda conversation_id, author_id, holder_id: (
+        Conversation.objects.filter(id=conversation_id)
         .filter(
-            Q(criteria__author=physician)
-            | Q(assignments__physician=physician, assignments__kind=Assignment.Kind.RUBRIC)
+            Q(criteria__author_id=author_id)
+            | Q(assignments__physician_id=holder_id, assignments__kind=Assignment.Kind.RUBRIC)
         )
-        .exists()
-    )
+        .values_list("id")[:1]
+    ),
+    *sentinels(3),
+)
 
 
 @dataclass(frozen=True)
@@ -143,22 +158,44 @@ def following_label_code(task: Assignment) -> str | None:
     return str(code) if code else None
 
 
+def _position_query(physician_id: int, before: int, not_this: int, after: int, not_this_either: int):
+    """The aggregate of label_position as one row per physician (the same SQL as `.aggregate()`
+    gives, grouped by the one physician it filters on, so that it can be compiled once)."""
+    is_open = Q(status=Assignment.Status.OPEN)
+    return (
+        _label_items(physician_id)
+        .order_by()
+        .values("physician_id")
+        .annotate(
+            total=Count("id"),
+            done=Count("id", filter=Q(status=Assignment.Status.DONE)),
+            previous=Max("id", filter=Q(id__lt=before)),
+            following=Min("id", filter=is_open & ~Q(id=not_this) & Q(id__gt=after)),
+            first_open=Min("id", filter=is_open & ~Q(id=not_this_either)),
+        )
+        .values_list("total", "done", "previous", "following", "first_open")
+    )
+
+
+_position = CompiledQuery(_position_query, *sentinels(5))
+# The codes of the items before and after (one id twice when only one is wanted).
+_codes = CompiledQuery(
+    lambda first, second: Assignment.objects.filter(id__in=[first, second]).order_by("id").values_list("id", "code"),
+    *sentinels(2),
+)
+
+
 def label_position(task: Assignment) -> LabelPosition:
     """Progress through the physician's labeling items, and the items just before and after this one (2 queries)."""
-    is_open = Q(status=Assignment.Status.OPEN) & ~Q(id=task.id)
-    found = _label_items(task.physician_id).aggregate(
-        total=Count("id"),
-        done=Count("id", filter=Q(status=Assignment.Status.DONE)),
-        previous=Max("id", filter=Q(id__lt=task.id)),
-        following=Min("id", filter=is_open & Q(id__gt=task.id)),
-        first_open=Min("id", filter=is_open),
-    )
+    row = _position.first(task.physician_id, task.id, task.id, task.id, task.id)
+    names = ("total", "done", "previous", "following", "first_open")
+    found = dict(zip(names, row, strict=True)) if row else {"total": 0, "done": 0} | dict.fromkeys(names[2:])
     following = found["following"] or found["first_open"]
     wanted = [i for i in (found["previous"], following) if i is not None]
-    codes = dict(Assignment.objects.filter(id__in=wanted).values_list("id", "code")) if wanted else {}
+    codes = dict(_codes.all(wanted[0], wanted[-1])) if wanted else {}
     return LabelPosition(
-        done=found["done"],
-        total=found["total"],
+        done=int(found["done"] or 0),
+        total=int(found["total"] or 0),
         previous_code=str(codes[found["previous"]]) if found["previous"] else None,
         next_code=str(codes[following]) if following else None,
     )
@@ -184,19 +221,25 @@ class NextTask:
     other_kind: bool
 
 
+_next_task = CompiledQuery(
+    lambda physician_id, after_id, kind: (
+        Assignment.objects.filter(physician_id=physician_id, status=Assignment.Status.OPEN)
+        .exclude(id=after_id)
+        .order_by(Case(When(kind=kind, then=0), default=1), "id")
+        .values_list("kind", "code", "conversation__code", "conversation__prompt_id")[:1]
+    ),
+    *sentinels(2),
+    SENTINEL_TEXT,
+)
+
+
 def next_task(physician: Physician, *, kind: str, after: Assignment | None = None) -> NextTask | None:
     """The physician's next open task: of the same kind first, then of any kind (1 query).
 
     `after` is the task just done or left, never offered again here.
     """
-    tasks = Assignment.objects.filter(physician=physician, status=Assignment.Status.OPEN)
-    if after is not None:
-        tasks = tasks.exclude(id=after.id)
-    found = (
-        tasks.order_by(Case(When(kind=kind, then=0), default=1), "id")
-        .values_list("kind", "code", "conversation__code", "conversation__prompt_id")
-        .first()
-    )
+    # No task has id 0: "after nothing" excludes nothing.
+    found = _next_task.first(physician.id, 0 if after is None else after.id, kind)
     if found is None:
         return None
     found_kind, code, conversation_code, prompt_id = found

@@ -103,7 +103,7 @@ def markdown_prefetch(texts: Iterable[object]) -> None:
             wanted[key] = str(text)
     if not wanted:
         return
-    for key, html in RenderedMarkdown.objects.filter(digest__in=list(wanted)).values_list("digest", "html"):
+    for key, html in _stored(list(wanted)):
         _cache.put(key, html)
         del wanted[key]
     if not wanted:
@@ -113,6 +113,32 @@ def markdown_prefetch(texts: Iterable[object]) -> None:
     RenderedMarkdown.objects.bulk_create(rendered, ignore_conflicts=True)
     for row in rendered:
         _cache.put(row.digest, row.html)
+
+
+def _stored(digests: list[str]) -> list[tuple[str, str]]:
+    """(digest, html) of the digests stored: `filter(digest__in=...).values_list("digest", "html")`
+    in plain SQL, as its list of keys changes length with every page and cannot be compiled once."""
+    from django.db import connections, router
+
+    from annotation.models import RenderedMarkdown
+    from healthbench_web.compiled_query import column
+
+    alias = router.db_for_read(RenderedMarkdown)
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    meta = RenderedMarkdown._meta
+    digest, html = (quote(column(RenderedMarkdown, name)) for name in ("digest", "html"))
+    found: list[tuple[str, str]] = []
+    # Within SQLite's limit of parameters per statement.
+    for start in range(0, len(digests), 500):
+        chunk = digests[start : start + 500]
+        places = ", ".join(["%s"] * len(chunk))
+        with connection.cursor() as cursor:
+            # Only quoted column and table names and placeholders are formatted in: the values are parameters.
+            sql = f"SELECT {digest}, {html} FROM {quote(meta.db_table)} WHERE {digest} IN ({places})"  # noqa: S608
+            cursor.execute(sql, chunk)
+            found.extend(cursor.fetchall())
+    return found
 
 
 def markdown_fill(texts: Iterable[str], *, batch: int = 500) -> int:

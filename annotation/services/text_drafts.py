@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from annotation.models import Assignment, Criterion, Draft, Physician
+from healthbench_web.compiled_query import SENTINEL_TEXT, CompiledQuery, sentinels
 
 # The fields that keep drafts: an ideal response, a criterion being written or edited, a label comment.
 KEY = re.compile(
@@ -75,8 +76,19 @@ def draft_discard(*, physician: Physician, key: str) -> None:
     Draft.objects.filter(physician=physician, key=key).delete()
 
 
+# Read by the task pages on every request: compiled once (healthbench_web/compiled_query.py).
+_draft_text = CompiledQuery(
+    lambda physician_id, key: (
+        Draft.objects.filter(physician_id=physician_id, key=key).order_by("pk").values_list("text")[:1]
+    ),
+    *sentinels(1),
+    SENTINEL_TEXT,
+)
+
+
 def draft_text(*, physician: Physician, key: str) -> str | None:
-    return Draft.objects.filter(physician=physician, key=key).values_list("text", flat=True).first()
+    found = _draft_text.first(physician.id, key)
+    return None if found is None else found[0]
 
 
 def ideal_key(conversation_code) -> str:
