@@ -14,6 +14,8 @@ byte (`tests/test_template_memo.py`).
 Loaded after `django.templatetags.i18n` in TEMPLATES' builtins, so these tags replace Django's.
 """
 
+import uuid
+
 from django import template
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -98,7 +100,7 @@ def do_translate(parser, token):
 
 
 class ConstantURLNode(URLNode):
-    """`{% url 'name' %}` with literal arguments only: one reverse per URL configuration."""
+    """`{% url 'name' %}` with literal arguments only (never `as var`): one reverse per URL configuration."""
 
     def __init__(self, node: URLNode):
         super().__init__(node.view_name, node.args, node.kwargs, node.asvar)
@@ -107,30 +109,64 @@ class ConstantURLNode(URLNode):
     def render(self, context):
         # What Django's URLNode reads besides its arguments: the current application (the
         # request's, else its resolved namespace), the script prefix and the URL configuration.
-        request = getattr(context, "request", None)
-        app = getattr(request, "current_app", _MISSING)
-        if app is _MISSING:
-            app = ("namespace", getattr(getattr(request, "resolver_match", None), "namespace", None))
-        urlconf = get_urlconf() or settings.ROOT_URLCONF
-        key = (app, get_script_prefix(), urlconf, context.autoescape)
+        key = (_app(context), get_script_prefix(), get_urlconf() or settings.ROOT_URLCONF, context.autoescape)
         value = self.memo.get(key)
         if value is None:
-            asvar, self.asvar = self.asvar, None
-            try:
-                value = super().render(context)
-            finally:
-                self.asvar = asvar
-            self.memo[key] = value
-        if self.asvar:
-            context[self.asvar] = value
-            return ""
+            value = self.memo[key] = super().render(context)
         return value
+
+
+# URLs of variable arguments (a task's code, a criterion's id), shared by every template: a page
+# often shows one twice (a form's action and its hx-post). Emptied when it reaches the limit.
+_reversed: dict = _memo()
+# The arguments kept in the key: values whose text in a URL is their own (str(value)).
+_PLAIN = (int, uuid.UUID)
+REVERSED_LIMIT = 10_000
+
+
+class ArgumentsURLNode(URLNode):
+    """`{% url 'name' arg ... %}`: the arguments resolved on every render, the reverse kept per
+    (arguments and their types, current application, script prefix, URL configuration)."""
+
+    def render(self, context):
+        args = [arg.resolve(context) for arg in self.args]
+        kwargs = {k: v.resolve(context) for k, v in self.kwargs.items()}
+        if not all(type(v) in _PLAIN or isinstance(v, str) for v in (*args, *kwargs.values())):
+            return super().render(context)  # a model, a lazy object...: Django's way, every time
+        key = (
+            self.view_name.resolve(context),
+            tuple((type(a), a) for a in args),
+            tuple((k, type(v), v) for k, v in kwargs.items()),
+            _app(context),
+            get_script_prefix(),
+            get_urlconf() or settings.ROOT_URLCONF,
+            context.autoescape,
+        )
+        value = _reversed.get(key)
+        if value is None:
+            value = super().render(context)
+            if len(_reversed) >= REVERSED_LIMIT:
+                _reversed.clear()
+            _reversed[key] = value
+        return value
+
+
+def _app(context):
+    """What Django's URLNode takes as the current application: the request's, else its namespace."""
+    request = getattr(context, "request", None)
+    app = getattr(request, "current_app", _MISSING)
+    if app is _MISSING:
+        app = ("namespace", getattr(getattr(request, "resolver_match", None), "namespace", None))
+    return app
 
 
 @register.tag("url")
 def url(parser, token):
     node = django_url(parser, token)
+    if node.asvar:
+        # `as var` keeps the URL unescaped and a missing name as "" (the admin's optional links): Django's.
+        return node
     expressions = [node.view_name, *node.args, *node.kwargs.values()]
     if all(_constant(e) for e in expressions):
         return ConstantURLNode(node)
-    return node
+    return ArgumentsURLNode(node.view_name, node.args, node.kwargs, node.asvar)

@@ -7,6 +7,7 @@ from django.db.models import Count, Q
 
 from annotation.models import CantJudge, ConsensusCriterion, ConsensusVote, Conversation, Criterion, Physician
 from annotation.selectors.gold import GoldFeedback, ballot_feedback
+from healthbench_web.compiled_query import SENTINEL_TEXT, CompiledQuery, sentinels
 
 
 @dataclass(frozen=True)
@@ -29,22 +30,32 @@ class BallotRow:
         return CantJudge.Reason(self.cant_judge).label if self.cant_judge else ""
 
 
+# The ballot's reads, on every page and vote: compiled once (healthbench_web/compiled_query.py).
+_entries = CompiledQuery(
+    lambda theme: ConsensusCriterion.objects.filter(theme=theme).order_by("cluster"), SENTINEL_TEXT
+)
+_votes = CompiledQuery(
+    lambda physician_id, conversation_id: ConsensusVote.objects.filter(
+        physician_id=physician_id, conversation_id=conversation_id
+    ).values_list("consensus_criterion_id", "applies"),
+    *sentinels(2),
+)
+_unsure = CompiledQuery(
+    lambda physician_id, conversation_id: CantJudge.objects.filter(
+        physician_id=physician_id, conversation_id=conversation_id, consensus_criterion__isnull=False
+    ).values_list("consensus_criterion_id", "reason"),
+    *sentinels(2),
+)
+
+
 def ballot(*, physician: Physician, conversation: Conversation) -> list[BallotRow]:
     """The catalogue entries that fit the conversation's theme, with only this physician's votes.
 
     Nothing here reveals other physicians' votes or whether an entry is already attached.
     """
-    entries = list(ConsensusCriterion.objects.filter(theme=conversation.theme).order_by("cluster"))
-    mine = dict(
-        ConsensusVote.objects.filter(physician=physician, conversation=conversation).values_list(
-            "consensus_criterion_id", "applies"
-        )
-    )
-    unsure = dict(
-        CantJudge.objects.filter(
-            physician=physician, conversation=conversation, consensus_criterion__isnull=False
-        ).values_list("consensus_criterion_id", "reason")
-    )
+    entries = _entries.all(conversation.theme)
+    mine = dict(_votes.all(physician.id, conversation.id))
+    unsure = dict(_unsure.all(physician.id, conversation.id))
     gold = ballot_feedback(physician_id=physician.id, conversation_id=conversation.id)
     return [BallotRow(entry, mine.get(entry.id), unsure.get(entry.id, ""), gold.get(entry.id)) for entry in entries]
 

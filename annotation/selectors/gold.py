@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db.models import Count, F, Q
 
 from annotation.models import Assignment, GoldAnswer, GoldItem
+from healthbench_web.compiled_query import CompiledQuery, sentinels
 
 Item = tuple[int, int | None, int | None]  # (conversation id, response id, criterion id), as assignments name them
 
@@ -36,22 +37,35 @@ class GoldFeedback:
     correct: bool
 
 
+# Asked by every labeling answer and ballot: compiled once (healthbench_web/compiled_query.py).
+_label_gold = CompiledQuery(
+    lambda physician_id, response_id, criterion_id: (
+        GoldAnswer.objects.filter(
+            physician_id=physician_id,
+            gold__response_id=response_id,
+            gold__criterion_id=criterion_id,
+            gold__consensus_criterion__isnull=True,
+        )
+        .select_related("gold")
+        .order_by("pk")[:1]
+    ),
+    *sentinels(3),
+)
+_ballot_gold = CompiledQuery(
+    lambda physician_id, conversation_id: GoldAnswer.objects.filter(
+        physician_id=physician_id, gold__conversation_id=conversation_id, gold__consensus_criterion__isnull=False
+    ).select_related("gold"),
+    *sentinels(2),
+)
+
+
 def label_feedback(task: Assignment) -> GoldFeedback | None:
     """For a labeling task its physician has answered: the gold answer, else None (1 query).
 
     Only after an answer of theirs is recorded (GoldAnswer): before it, nothing is read."""
     if task.response_id is None or task.criterion_id is None:
         return None
-    row = (
-        GoldAnswer.objects.filter(
-            physician_id=task.physician_id,
-            gold__response_id=task.response_id,
-            gold__criterion_id=task.criterion_id,
-            gold__consensus_criterion__isnull=True,
-        )
-        .select_related("gold")
-        .first()
-    )
+    row = _label_gold.first(task.physician_id, task.response_id, task.criterion_id)
     return None if row is None else _feedback(row)
 
 
@@ -62,9 +76,7 @@ def _feedback(row: GoldAnswer) -> GoldFeedback:
 def ballot_feedback(*, physician_id: int, conversation_id: int) -> dict[int, GoldFeedback]:
     """Per consensus criterion id of a ballot: the gold answer of items this physician has
     answered (1 query)."""
-    rows = GoldAnswer.objects.filter(
-        physician_id=physician_id, gold__conversation_id=conversation_id, gold__consensus_criterion__isnull=False
-    ).select_related("gold")
+    rows = _ballot_gold.all(physician_id, conversation_id)
     return {cast(int, row.gold.consensus_criterion_id): _feedback(row) for row in rows}
 
 

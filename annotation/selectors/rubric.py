@@ -6,6 +6,7 @@ from django.db.models import Q, QuerySet
 
 from annotation.models import Conversation, Criterion, Physician
 from annotation.rubric_checks import DuplicatePair, SignWarning, near_duplicates, positive_total, sign_warning
+from healthbench_web.compiled_query import CompiledQuery, sentinels
 
 
 def editor_criteria(*, conversation: Conversation, physician: Physician) -> QuerySet[Criterion]:
@@ -73,15 +74,24 @@ def editor_row(criterion: Criterion, physician: Physician, number: int | None = 
     )
 
 
+def _editor_rows_query(conversation_id: int, physician_id: int) -> QuerySet[Criterion]:
+    return (
+        Criterion.objects.filter(conversation_id=conversation_id, level=Criterion.Level.EXAMPLE)
+        .filter(Q(author_id=physician_id) | Q(author__isnull=True, origin__isnull=True))
+        .only("id", "conversation_id", "position", "text", "points", "axis", "author_id", "created")
+        .order_by("position", "id")
+    )
+
+
+# editor_criteria as the editor lists them, on every page and edit: compiled once
+# (healthbench_web/compiled_query.py).
+_editor_rows = CompiledQuery(_editor_rows_query, *sentinels(2))
+
+
 def rubric_view(*, conversation: Conversation, physician: Physician) -> RubricView:
     criteria = [
         editor_row(c, physician, number)
-        for number, c in enumerate(
-            editor_criteria(conversation=conversation, physician=physician)
-            .only("id", "conversation_id", "position", "text", "points", "axis", "author_id", "created")
-            .order_by("position", "id"),
-            start=1,
-        )
+        for number, c in enumerate(_editor_rows.all(conversation.id, physician.id), start=1)
     ]
     by_id = {c.id: c for c in criteria}
     pairs: list[DuplicatePair] = near_duplicates((c.id, c.text) for c in criteria)

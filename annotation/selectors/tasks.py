@@ -146,16 +146,21 @@ def _label_items(physician_id: int):
 
 def following_label_code(task: Assignment) -> str | None:
     """The next open item after this one, wrapping round to the first open one, so a skipped item comes back."""
-    code = (
-        _label_items(task.physician_id)
+    found = _following.first(task.physician_id, task.id, task.id)
+    return str(found[0]) if found else None
+
+
+_following = CompiledQuery(
+    lambda physician_id, not_this, after: (
+        _label_items(physician_id)
         .filter(status=Assignment.Status.OPEN)
-        .exclude(id=task.id)
+        .exclude(id=not_this)
         # Items after this one first, then the ones before it; by id within each.
-        .order_by(Case(When(id__gt=task.id, then=0), default=1), "id")
-        .values_list("code", flat=True)
-        .first()
-    )
-    return str(code) if code else None
+        .order_by(Case(When(id__gt=after, then=0), default=1), "id")
+        .values_list("code")[:1]
+    ),
+    *sentinels(3),
+)
 
 
 def _position_query(physician_id: int, before: int, not_this: int, after: int, not_this_either: int):

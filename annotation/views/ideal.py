@@ -18,6 +18,33 @@ from annotation.services.text_drafts import draft_discard, ideal_key
 from annotation.services.time_on_task import task_answered, task_opened
 from annotation.views.next_task import redirect_to_next_task
 from annotation.views.rendering import prefetch_markdown
+from healthbench_web.compiled_query import SENTINEL_TEXT, CompiledQuery, sentinels
+
+
+# The editor's reads: compiled once (healthbench_web/compiled_query.py).
+_saved = CompiledQuery(
+    lambda conversation_id, author_id: IdealResponse.objects.filter(
+        conversation_id=conversation_id, author_id=author_id, from_dataset=False
+    ).order_by("pk")[:1],
+    *sentinels(2),
+)
+_draft = CompiledQuery(
+    lambda physician_id, key: Draft.objects.filter(physician_id=physician_id, key=key).order_by("pk")[:1],
+    *sentinels(1),
+    SENTINEL_TEXT,
+)
+# The task's reference responses (task.reference_responses, by id), through the many-to-many table.
+_chosen = Assignment.reference_responses.through.objects
+_references = CompiledQuery(
+    lambda task_id: (
+        Assignment.reference_responses.field.related_model.objects.filter(
+            pk__in=_chosen.filter(assignment_id=task_id).values("response_id")
+        )
+        .order_by("id")
+        .only("id", "text")
+    ),
+    *sentinels(1),
+)
 
 
 @never_cache
@@ -40,11 +67,9 @@ def ideal_editor(request: HtmxRequest, code) -> HttpResponse:
             return redirect("ideal_editor", code=task.conversation.code)
     else:
         task_opened(task)
-        saved = IdealResponse.objects.filter(
-            conversation=task.conversation, author=task.physician, from_dataset=False
-        ).first()
+        saved = _saved.first(task.conversation_id, task.physician.id)
         # A draft newer than the saved text is what the physician was last writing.
-        restored = Draft.objects.filter(physician=task.physician, key=key).first()
+        restored = _draft.first(task.physician.id, key)
         if restored is not None and saved is not None and restored.updated <= saved.created:
             restored = None
         text = restored.text if restored is not None else (saved.text if saved else "")
@@ -58,7 +83,7 @@ def ideal_editor(request: HtmxRequest, code) -> HttpResponse:
         "restored": restored,
         "next_task": next_task(task.physician, kind=task.kind, after=task),
         # Only what the task names, never the dataset's own ideal response or other physicians'.
-        "references": list(task.reference_responses.order_by("id").only("id", "text")) if with_reference else [],
+        "references": _references.all(task.id) if with_reference else [],
         **guideline_for_task(physician=task.physician, kind=task.kind),
     }
     prefetch_markdown(context)
