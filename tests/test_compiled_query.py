@@ -25,7 +25,8 @@ def _fields(obj) -> dict:
 
 
 def _same_instance(ours, theirs, related: list[str]) -> None:
-    assert type(ours) is type(theirs) and _fields(ours) == _fields(theirs)
+    assert type(ours) is type(theirs)
+    assert _fields(ours) == _fields(theirs)
     for name in related:
         assert _fields(getattr(ours, name)) == _fields(getattr(theirs, name))
         assert name in ours._state.fields_cache  # loaded with it, no second query
@@ -81,10 +82,11 @@ def _reference_position(task: Assignment) -> tuple:
 
 def _reference_next(physician, kind: str, after) -> tasks.NextTask | None:
     """next_task as it was written with the ORM."""
+    open_tasks = Assignment.objects.filter(physician=physician, status=Assignment.Status.OPEN)
+    if after is not None:
+        open_tasks = open_tasks.exclude(id=after.id)
     found = (
-        Assignment.objects.filter(physician=physician, status=Assignment.Status.OPEN)
-        .exclude(id=after.id if after else None)
-        .order_by(Case(When(kind=kind, then=0), default=1), "id")
+        open_tasks.order_by(Case(When(kind=kind, then=0), default=1), "id")
         .values_list("kind", "code", "conversation__code", "conversation__prompt_id")
         .first()
     )
@@ -120,7 +122,10 @@ def test_label_position_next_task_and_rubric_authorship_are_the_orms():
         # Label one more item each round: the counts and neighbours move.
         Assignment.objects.filter(id=items[step].id).update(status=Assignment.Status.DONE, completed=timezone.now())
         PhysicianLabel.objects.create(
-            physician=world.colleague, response=items[step].response, criterion=items[step].criterion, met=True
+            physician=world.colleague,
+            response_id=int(items[step].response_id or 0),
+            criterion_id=int(items[step].criterion_id or 0),
+            met=True,
         )
     assert tasks.wrote_rubric(physician=world.owner, conversation=world.a)
     assert tasks.wrote_rubric(physician=world.colleague, conversation=world.b)
@@ -142,7 +147,8 @@ def test_summary_guideline_and_draft_are_the_orms():
             .first()
         )
         found = guidelines._guideline.first(world.owner.id, "rubric")
-        assert _fields(found) == _fields(expected) and found.read is expected.read is read
+        assert _fields(found) == _fields(expected)
+        assert found.read is expected.read is read
     assert guidelines._guideline.first(world.owner.id, "label") is None
     assert text_drafts.draft_text(physician=world.owner, key="ideal:x") is None
     Draft.objects.create(physician=world.owner, key="ideal:x", text="Half a thought")

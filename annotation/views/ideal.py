@@ -20,7 +20,6 @@ from annotation.views.next_task import redirect_to_next_task
 from annotation.views.rendering import prefetch_markdown
 from healthbench_web.compiled_query import SENTINEL_TEXT, CompiledQuery, sentinels
 
-
 # The editor's reads: compiled once (healthbench_web/compiled_query.py).
 _saved = CompiledQuery(
     lambda conversation_id, author_id: IdealResponse.objects.filter(
@@ -37,7 +36,7 @@ _draft = CompiledQuery(
 _chosen = Assignment.reference_responses.through.objects
 _references = CompiledQuery(
     lambda task_id: (
-        Assignment.reference_responses.field.related_model.objects.filter(
+        Assignment.reference_responses.field.related_model._default_manager.filter(
             pk__in=_chosen.filter(assignment_id=task_id).values("response_id")
         )
         .order_by("id")
