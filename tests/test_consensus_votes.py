@@ -154,13 +154,13 @@ def test_the_ballot_costs_the_same_queries_whatever_the_catalogue_size(world, dj
     # Plus, the first time a text is shown, one query for its rendered Markdown and one to store it.
     # +1: the time-on-task event (annotation/services/time_on_task.py); +1: the physician's
     # answered gold items on this ballot (annotation/selectors/gold.py, ballot_feedback).
-    with django_assert_max_num_queries(13):
+    with django_assert_max_num_queries(12):
         assert client.get(url).status_code == 200
     for n in range(20):
         consensus(f"more_{n}")
     # +1: the time-on-task event (annotation/services/time_on_task.py); +1: the physician's
     # answered gold items on this ballot (annotation/selectors/gold.py, ballot_feedback).
-    with django_assert_max_num_queries(13):
+    with django_assert_max_num_queries(12):
         assert client.get(url).status_code == 200
 
 
@@ -171,7 +171,7 @@ def test_a_vote_costs_a_bounded_number_of_queries(world, django_assert_max_num_q
     # conversation's rubric version (annotation.rubric_versions) and the time-on-task event
     # (annotation/services/time_on_task.py); +2: is it a gold item (annotation/services/gold.py),
     # and the ballot's answered gold items.
-    with django_assert_max_num_queries(33):
+    with django_assert_max_num_queries(32):
         assert _vote(colleague, world, world.catalogue[2], "yes", htmx()).status_code == 200
 
 

@@ -66,5 +66,5 @@ def test_an_empty_response_is_refused_beside_the_field(world):
 def test_the_editor_costs_a_fixed_number_of_queries(world, django_assert_max_num_queries):
     client = client_for(world.owner)
     # Plus, the first time a text is shown, one query for its rendered Markdown and one to store it.
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(11):
         assert client.get(reverse("ideal_editor", args=[world.a.code])).status_code == 200

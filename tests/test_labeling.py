@@ -175,7 +175,7 @@ def test_an_item_costs_the_same_queries_however_many_items_there_are(world, labe
     url = _url(world.label_task)
     # Beside the item and its position: the session, the guideline and the comment's draft; the
     # first time its texts are shown, one query for their rendered Markdown and one to store it.
-    with django_assert_max_num_queries(12):  # +1: the time-on-task event (annotation/services/time_on_task.py)
+    with django_assert_max_num_queries(11):  # +1: the time-on-task event (annotation/services/time_on_task.py)
         assert labeler.get(url).status_code == 200
     extra = [
         task(world.colleague, Assignment.Kind.LABEL, world.a, response=world.responses[n % 2], criterion=c)
@@ -190,11 +190,11 @@ def test_an_item_costs_the_same_queries_however_many_items_there_are(world, labe
     ]
     assert len(extra) == 20
     # The texts' Markdown is now in this process: nothing more to fetch.
-    with django_assert_max_num_queries(10):  # +1: the time-on-task event (annotation/services/time_on_task.py)
+    with django_assert_max_num_queries(9):  # +1: the time-on-task event (annotation/services/time_on_task.py)
         assert labeler.get(url).status_code == 200
 
 
 def test_labeling_costs_a_bounded_number_of_queries(world, labeler, django_assert_max_num_queries):
     # The next item's texts may be new: one query for their rendered Markdown and one to store it.
-    with django_assert_max_num_queries(23):  # +1: the time-on-task event (annotation/services/time_on_task.py)
+    with django_assert_max_num_queries(22):  # +1: the time-on-task event (annotation/services/time_on_task.py)
         assert labeler.post(_url(world.label_task), {"met": "yes"}, **htmx()).status_code == 200

@@ -22,7 +22,7 @@ STORE = RenderedMarkdown._meta.db_table
 # Each page's queries once its texts are in this process (the budgets of the pages' own tests).
 # The task pages count one more for their time-on-task event (annotation/services/time_on_task.py),
 # and the ballot one more for the physician's answered gold items (annotation/selectors/gold.py).
-PAGES = {"label": 10, "ballot": 11, "rubric editor": 8, "ideal response": 10, "home": 5}
+PAGES = {"label": 9, "ballot": 10, "rubric editor": 7, "ideal response": 9, "home": 4}
 
 
 @pytest.fixture
