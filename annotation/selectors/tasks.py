@@ -6,7 +6,7 @@ from django.db.models import Case, Count, F, Max, Min, Q, When, Window
 from django.db.models.functions import RowNumber
 
 from annotation.models import Assignment, Conversation, Physician
-from annotation.task_kinds import kind_of
+from annotation.task_kinds import KINDS, kind_of
 
 # Open tasks listed per kind on the home page; the rest are reached one after another.
 LISTED = 5
@@ -63,7 +63,7 @@ def task_summary(physician: Physician) -> list[KindSummary]:
     first LISTED of each group come back, each carrying its group's size. Plain values, not
     model instances; the messages are read for the listed open tasks only (a second query).
     """
-    summary = {kind: KindSummary(kind, label) for kind, label in Assignment.Kind.choices}
+    summary = {str(value): KindSummary(str(value), kind.label) for value, kind in KINDS.items()}
     group = [F("kind"), F("status")]
     rows = (
         Assignment.objects.filter(physician=physician)
