@@ -20,7 +20,7 @@ from annotation.services.assignments import assignments_create, assignments_plan
 from annotation.task_kinds import FIRST_OFFERED, KINDS, kind_of
 from annotation.task_kinds.base import Excluded, TaskKind
 from tests.conftest import REPO
-from tests.test_architecture import MODULES
+from tests.test_architecture import GRAPH, MODULES
 from tests.workspace import client_for, conversation, physician
 
 KIND_MODULES = sorted(
@@ -200,7 +200,19 @@ def test_only_the_listed_modules_import_a_kind_by_name():
 
 
 def test_only_the_listed_templates_ask_which_kind_a_task_is():
-    root = REPO / "healthbench_web" / "templates"
     said = re.compile(r"kind\S*\s*==\s*\"(" + "|".join(Assignment.Kind.values) + ')"')
-    found = {str(path.relative_to(root)) for path in root.rglob("*.html") if said.search(path.read_text())}
+    found = {
+        str(path.relative_to(root))
+        for root in REPO.glob("*/templates")
+        for path in root.rglob("*.html")
+        if said.search(path.read_text())
+    }
     assert found == TEMPLATES_NAMING_KINDS
+
+
+def test_the_kinds_import_only_the_models_and_the_seam():
+    # Selectors, services, access and views ask the kinds: a kind that imported them would circle.
+    for name in MODULES:
+        if name.startswith("annotation.task_kinds"):
+            allowed = ("annotation.models", "annotation.grading_seam", "annotation.task_kinds")
+            assert all(target.startswith(allowed) for target in GRAPH[name]), (name, GRAPH[name])

@@ -2,7 +2,8 @@
 module that fills in annotation.task_kinds.base.TaskKind, its line below, its value among
 annotation.models.Assignment.Kind's choices and the migration those choices make, and its page
 (tests/test_task_kind_registry.py holds the table and the choices together, and counts the
-places outside the kinds' modules that name a kind).
+places outside the kinds' modules that name a kind). The kinds import the models and the
+grading seam only, never selectors, services or views: those all ask them.
 """
 
 from annotation.task_kinds import consensus_vote, ideal_response, label, rubric
