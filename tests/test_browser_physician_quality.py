@@ -8,7 +8,6 @@ from django.core.cache import cache
 
 from annotation.models import Criterion, GoldAnswer, GoldItem
 from grading.models import Response
-
 from tests.browser_walk import WIDTHS, browser_marks, physician_named
 from tests.physician_programme import planted_programme
 
