@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django_htmx.middleware import HtmxDetails
 
-from annotation.models import Assignment, ConsensusCriterion, Conversation, Criterion, Physician, Subset
+from annotation.models import Assignment, ConsensusCriterion, Conversation, Criterion, GoldItem, Physician, Subset
 from annotation.task_kinds import kind_of
 from annotation.task_kinds.base import TaskKind
 from annotation.task_kinds.rubric import KIND as RUBRIC
@@ -157,3 +157,13 @@ def get_subset_for(request: HttpRequest, name: str, *roles: str) -> Subset:
         return Subset.objects.get(name=name)
     except Subset.DoesNotExist:
         raise Http404("No such subset") from None
+
+
+def get_gold_item_for_curator(request: HttpRequest, gold_id: int) -> GoldItem:
+    """A gold item, for curators only: its known answer is never shown to anyone else."""
+    require_curator(request)
+    related = ("conversation", "response", "criterion", "consensus_criterion")
+    try:
+        return GoldItem.objects.select_related(*related).get(id=gold_id)
+    except GoldItem.DoesNotExist:
+        raise Http404("No such gold item") from None

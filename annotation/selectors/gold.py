@@ -94,3 +94,11 @@ def gold_items_listed(limit: int = 500):
         .annotate(answered=Count("answers"), correct=Count("answers", filter=Q(answers__answer=F("answer"))))
         .order_by("-id")[:limit]
     )
+
+
+def gold_item_answers(gold: GoldItem) -> GoldTally:
+    """The physicians' first answers on one gold item, and how many match its known answer (1 query)."""
+    row = GoldAnswer.objects.filter(gold=gold).aggregate(
+        answered=Count("id"), correct=Count("id", filter=Q(answer=gold.answer))
+    )
+    return GoldTally(row["answered"], row["correct"])
