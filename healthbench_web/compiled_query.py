@@ -30,13 +30,14 @@ SENTINEL_UUID = uuid.UUID("0f0e0d0c-0b0a-4908-8706-050403020100")
 SENTINEL_TEXT = "\u2063sentinel\u2063"
 
 
-def sentinels(count: int, kind: type = int) -> list[Any]:
-    """`count` distinct sentinels of one kind."""
+def sentinels(count: int, kind: type = int, *, start: int = 0) -> list[Any]:
+    """`count` distinct sentinels of one kind (from the `start`th: a query's later ones of the kind)."""
+    numbers = range(start, start + count)
     if kind is int:
-        return [SENTINEL_INT - n for n in range(count)]
+        return [SENTINEL_INT - n for n in numbers]
     if kind is uuid.UUID:
-        return [uuid.UUID(int=SENTINEL_UUID.int + n) for n in range(count)]
-    return [f"{SENTINEL_TEXT}{n}" for n in range(count)]
+        return [uuid.UUID(int=SENTINEL_UUID.int + n) for n in numbers]
+    return [f"{SENTINEL_TEXT}{n}" for n in numbers]
 
 
 def column(model: type[Model], name: str) -> str:
@@ -132,6 +133,16 @@ class CompiledQuery:
         compiled = self._for(alias)
         rows = compiled.rows(values, alias)
         return compiled.instances(rows, alias) if compiled.iterable is ModelIterable else rows
+
+    def get(self, *values: Any) -> Any:
+        """As the queryset's `.get()`: the one row or instance, else DoesNotExist or MultipleObjectsReturned."""
+        found = self.all(*values)
+        if len(found) == 1:
+            return found[0]
+        model = self._model()
+        if not found:
+            raise model.DoesNotExist(f"{model.__name__} matching query does not exist.")  # type: ignore[attr-defined]
+        raise model.MultipleObjectsReturned(f"get() returned more than one {model.__name__}")  # type: ignore[attr-defined]
 
     def first(self, *values: Any) -> Any:
         found = self.all(*values)

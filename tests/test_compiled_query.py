@@ -6,13 +6,15 @@ import uuid
 
 import pytest
 from django.db.models import Case, Count, Exists, Max, Min, OuterRef, Q, When
-from django.urls import reverse
 from django.utils import timezone
 
-from annotation import access
 from annotation.models import Assignment, Draft, Guideline, GuidelineRead, Physician, PhysicianLabel
 from annotation.selectors import tasks
 from annotation.services import guidelines, text_drafts
+from annotation.task_kinds import base as kind_base
+from annotation.task_kinds import kind_of
+from annotation.task_kinds import label as kind_label
+from annotation.task_kinds import rubric as kind_rubric
 from healthbench_web.auth_user import _user_with_physician
 from healthbench_web.compiled_query import CompiledQuery, sentinels
 from tests.workspace import make_world
@@ -37,14 +39,14 @@ def test_task_lookups_are_the_querysets_instances(django_assert_num_queries):
     for task in (world.rubric_task, world.ideal_task, world.vote_task):
         theirs = Assignment.objects.select_related("conversation").get(id=task.id)
         with django_assert_num_queries(1):
-            ours = access._task.all(task.physician_id, task.kind, task.conversation.code)
+            ours = kind_base._own_task.all(task.physician_id, task.kind, task.conversation.code)
         assert len(ours) == 1
         _same_instance(ours[0], theirs, ["conversation"])
     theirs = Assignment.objects.select_related("conversation", "response", "criterion").get(id=world.label_task.id)
-    (ours,) = access._label_task.all(world.label_task.code, world.colleague.id)
+    (ours,) = kind_label._own_item.all(world.label_task.code, world.colleague.id)
     _same_instance(ours, theirs, ["conversation", "response", "criterion"])
-    assert access._label_task.all(world.label_task.code, world.owner.id) == []  # someone else's
-    assert access._task.all(world.owner.id, Assignment.Kind.RUBRIC, uuid.uuid4()) == []
+    assert kind_label._own_item.all(world.label_task.code, world.owner.id) == []  # someone else's
+    assert kind_base._own_task.all(world.owner.id, Assignment.Kind.RUBRIC, uuid.uuid4()) == []
 
 
 def test_the_user_comes_with_their_physician_profile_or_none(django_assert_num_queries):
@@ -63,7 +65,7 @@ def test_the_user_comes_with_their_physician_profile_or_none(django_assert_num_q
 def _reference_position(task: Assignment) -> tuple:
     """label_position as it was written with `.aggregate()` (before the query was compiled once)."""
     is_open = Q(status=Assignment.Status.OPEN) & ~Q(id=task.id)
-    found = tasks._label_items(task.physician_id).aggregate(
+    found = tasks._label_items(task.physician_id, task.kind).aggregate(
         total=Count("id"),
         done=Count("id", filter=Q(status=Assignment.Status.DONE)),
         previous=Max("id", filter=Q(id__lt=task.id)),
@@ -93,10 +95,9 @@ def _reference_next(physician, kind: str, after) -> tasks.NextTask | None:
     if found is None:
         return None
     found_kind, code, conversation_code, prompt_id = found
-    url = reverse(
-        tasks.TASK_PAGES[found_kind], args=[code if found_kind == Assignment.Kind.LABEL else conversation_code]
-    )
-    return tasks.NextTask(url, found_kind, Assignment.Kind(found_kind).label, prompt_id, found_kind != kind)
+    task_kind = kind_of(found_kind)
+    url = task_kind.url(code=code, conversation_code=conversation_code)
+    return tasks.NextTask(url, found_kind, task_kind.label, prompt_id, found_kind != kind)
 
 
 def test_label_position_next_task_and_rubric_authorship_are_the_orms():
@@ -127,10 +128,10 @@ def test_label_position_next_task_and_rubric_authorship_are_the_orms():
             criterion_id=int(items[step].criterion_id or 0),
             met=True,
         )
-    assert tasks.wrote_rubric(physician=world.owner, conversation=world.a)
-    assert tasks.wrote_rubric(physician=world.colleague, conversation=world.b)
-    assert not tasks.wrote_rubric(physician=world.colleague, conversation=world.a)
-    assert not tasks.wrote_rubric(physician=world.outsider, conversation=world.a)
+    assert kind_rubric.writes(physician=world.owner, conversation=world.a)
+    assert kind_rubric.writes(physician=world.colleague, conversation=world.b)
+    assert not kind_rubric.writes(physician=world.colleague, conversation=world.a)
+    assert not kind_rubric.writes(physician=world.outsider, conversation=world.a)
 
 
 def test_summary_guideline_and_draft_are_the_orms():

@@ -4,20 +4,13 @@ from dataclasses import dataclass, field
 
 from django.db.models import Case, Count, F, Max, Min, Q, When, Window
 from django.db.models.functions import RowNumber
-from django.urls import reverse
 
 from annotation.models import Assignment, Conversation, Physician
+from annotation.task_kinds import KINDS, kind_of
 from healthbench_web.compiled_query import SENTINEL_TEXT, CompiledQuery, sentinels
 
 # Open tasks listed per kind on the home page; the rest are reached one after another.
 LISTED = 5
-# The page each kind of task is done on, by the conversation's code (labeling: by the task's code).
-TASK_PAGES: dict[str, str] = {
-    Assignment.Kind.RUBRIC: "rubric_editor",
-    Assignment.Kind.IDEAL_RESPONSE: "ideal_editor",
-    Assignment.Kind.CONSENSUS_VOTE: "votes",
-    Assignment.Kind.LABEL: "label_item",
-}
 
 
 @dataclass(frozen=True)
@@ -93,7 +86,7 @@ def task_summary(physician: Physician) -> list[KindSummary]:
     first LISTED of each group come back, each carrying its group's size. Plain values, not
     model instances; the messages are read for the listed open tasks only (a second query).
     """
-    summary = {kind: KindSummary(kind, label) for kind, label in Assignment.Kind.choices}
+    summary = {str(value): KindSummary(str(value), kind.label) for value, kind in KINDS.items()}
     found = _summary_rows.all(physician.id)
     listed = {row[5] for row in found if row[1] == Assignment.Status.OPEN}
     messages = dict(Conversation.objects.filter(prompt_id__in=listed).values_list("prompt_id", "messages"))
@@ -101,33 +94,13 @@ def task_summary(physician: Physician) -> list[KindSummary]:
         entry = summary[kind]
         if status == Assignment.Status.OPEN:
             entry.open = in_group
-            url = reverse(TASK_PAGES[kind], args=[code if kind == Assignment.Kind.LABEL else conversation_code])
+            url = kind_of(kind).url(code=code, conversation_code=conversation_code)
             entry.tasks.append(TaskLink(url, prompt_id, theme, opening_words(messages.get(prompt_id))))
         elif status == Assignment.Status.WITHDRAWN:
             entry.withdrawn = in_group
         else:
             entry.done = in_group
     return list(summary.values())
-
-
-def wrote_rubric(*, physician: Physician, conversation: Conversation) -> bool:
-    """Whether the physician wrote the conversation, one of its criteria, or holds its rubric task."""
-    if conversation.author_id == physician.id:
-        return True
-    return bool(_wrote_rubric.all(conversation.id, physician.id, physician.id))
-
-
-_wrote_rubric = CompiledQuery(
-    lambda conversation_id, author_id, holder_id: (
-        Conversation.objects.filter(id=conversation_id)
-        .filter(
-            Q(criteria__author_id=author_id)
-            | Q(assignments__physician_id=holder_id, assignments__kind=Assignment.Kind.RUBRIC)
-        )
-        .values_list("id")[:1]
-    ),
-    *sentinels(3),
-)
 
 
 @dataclass(frozen=True)
@@ -138,37 +111,38 @@ class LabelPosition:
     next_code: str | None
 
 
-def _label_items(physician_id: int):
-    return Assignment.objects.filter(physician_id=physician_id, kind=Assignment.Kind.LABEL).exclude(
-        status__in=Assignment.INACTIVE
-    )
+def _label_items(physician_id: int, kind: str):
+    """The physician's tasks of a kind with one task per item (labeling), walked one after another."""
+    return Assignment.objects.filter(physician_id=physician_id, kind=kind).exclude(status__in=Assignment.INACTIVE)
 
 
 def following_label_code(task: Assignment) -> str | None:
     """The next open item after this one, wrapping round to the first open one, so a skipped item comes back."""
-    found = _following.first(task.physician_id, task.id, task.id)
+    found = _following.first(task.physician_id, task.kind, task.id, task.id)
     return str(found[0]) if found else None
 
 
 _following = CompiledQuery(
-    lambda physician_id, not_this, after: (
-        _label_items(physician_id)
+    lambda physician_id, kind, not_this, after: (
+        _label_items(physician_id, kind)
         .filter(status=Assignment.Status.OPEN)
         .exclude(id=not_this)
         # Items after this one first, then the ones before it; by id within each.
         .order_by(Case(When(id__gt=after, then=0), default=1), "id")
         .values_list("code")[:1]
     ),
-    *sentinels(3),
+    *sentinels(1),
+    SENTINEL_TEXT,
+    *sentinels(2, start=1),
 )
 
 
-def _position_query(physician_id: int, before: int, not_this: int, after: int, not_this_either: int):
+def _position_query(physician_id: int, kind: str, before: int, not_this: int, after: int, not_this_either: int):
     """The aggregate of label_position as one row per physician (the same SQL as `.aggregate()`
     gives, grouped by the one physician it filters on, so that it can be compiled once)."""
     is_open = Q(status=Assignment.Status.OPEN)
     return (
-        _label_items(physician_id)
+        _label_items(physician_id, kind)
         .order_by()
         .values("physician_id")
         .annotate(
@@ -182,7 +156,7 @@ def _position_query(physician_id: int, before: int, not_this: int, after: int, n
     )
 
 
-_position = CompiledQuery(_position_query, *sentinels(5))
+_position = CompiledQuery(_position_query, *sentinels(1), SENTINEL_TEXT, *sentinels(4, start=1))
 # The codes of the items before and after (one id twice when only one is wanted).
 _codes = CompiledQuery(
     lambda first, second: Assignment.objects.filter(id__in=[first, second]).order_by("id").values_list("id", "code"),
@@ -192,7 +166,7 @@ _codes = CompiledQuery(
 
 def label_position(task: Assignment) -> LabelPosition:
     """Progress through the physician's labeling items, and the items just before and after this one (2 queries)."""
-    row = _position.first(task.physician_id, task.id, task.id, task.id, task.id)
+    row = _position.first(task.physician_id, task.kind, task.id, task.id, task.id, task.id)
     names = ("total", "done", "previous", "following", "first_open")
     found = dict(zip(names, row, strict=True)) if row else {"total": 0, "done": 0} | dict.fromkeys(names[2:])
     following = found["following"] or found["first_open"]
@@ -206,9 +180,10 @@ def label_position(task: Assignment) -> LabelPosition:
     )
 
 
-def next_label_code(physician: Physician) -> str | None:
+def next_label_code(physician: Physician, kind: str) -> str | None:
+    """The physician's first open task of `kind` (labeling), by its own code."""
     code = (
-        Assignment.objects.filter(physician=physician, kind=Assignment.Kind.LABEL, status=Assignment.Status.OPEN)
+        Assignment.objects.filter(physician=physician, kind=kind, status=Assignment.Status.OPEN)
         .order_by("id")
         .values_list("code", flat=True)
         .first()
@@ -248,15 +223,6 @@ def next_task(physician: Physician, *, kind: str, after: Assignment | None = Non
     if found is None:
         return None
     found_kind, code, conversation_code, prompt_id = found
-    url = reverse(TASK_PAGES[found_kind], args=[code if found_kind == Assignment.Kind.LABEL else conversation_code])
-    return NextTask(url, found_kind, Assignment.Kind(found_kind).label, prompt_id, found_kind != kind)
-
-
-def open_vote_conversations(physician_ids) -> dict[int, set[int]]:
-    """Per conversation, the physicians who still have an open vote task on it."""
-    found: dict[int, set[int]] = {}
-    for cid, pid in Assignment.objects.filter(
-        physician_id__in=list(physician_ids), kind=Assignment.Kind.CONSENSUS_VOTE, status=Assignment.Status.OPEN
-    ).values_list("conversation_id", "physician_id"):
-        found.setdefault(cid, set()).add(pid)
-    return found
+    task_kind = kind_of(found_kind)
+    url = task_kind.url(code=code, conversation_code=conversation_code)
+    return NextTask(url, found_kind, task_kind.label, prompt_id, found_kind != kind)

@@ -16,6 +16,7 @@ from annotation.services.guidelines import guideline_for_task
 from annotation.services.ideal import ideal_response_save
 from annotation.services.text_drafts import draft_discard, ideal_key
 from annotation.services.time_on_task import task_answered, task_opened
+from annotation.task_kinds.ideal_response import KIND as IDEAL_RESPONSE
 from annotation.views.next_task import redirect_to_next_task
 from annotation.views.rendering import prefetch_markdown
 from healthbench_web.compiled_query import SENTINEL_TEXT, CompiledQuery, sentinels
@@ -50,7 +51,7 @@ _references = CompiledQuery(
 @login_required
 @require_http_methods(["GET", "POST"])
 def ideal_editor(request: HtmxRequest, code) -> HttpResponse:
-    task = get_task(request, code, Assignment.Kind.IDEAL_RESPONSE)
+    task = get_task(request, code, IDEAL_RESPONSE)
     with_reference = task.condition == IdealResponse.Condition.WITH_REFERENCE
     key = ideal_key(task.conversation.code)
     restored = None
