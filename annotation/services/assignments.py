@@ -15,6 +15,7 @@ from annotation.grading_seam import Response
 from annotation.models import Assignment, Conversation, Criterion, GoldAnswer, IdealResponse, Physician
 from annotation.selectors.gold import gold_pool
 from annotation.services.gold import gold_count, gold_mixed
+from annotation.services.quality_refresh import quality_changed
 
 LABEL_CONFLICT_NOTE = (
     "Withdrawn: this physician wrote the conversation or (was assigned) its rubric, and nobody labels responses "
@@ -91,7 +92,9 @@ class AssignPlan:
 
 
 def assignment_complete(*, assignment: Assignment) -> None:
-    """Mark a task done, once: a conditional update, so repeats and races change nothing."""
+    """Mark a task done, once: a conditional update, so repeats and races change nothing.
+    Every answer passes here, a changed one too: the physician quality figures count it."""
+    quality_changed()
     now = timezone.now()
     updated = Assignment.objects.filter(id=assignment.id, status=Assignment.Status.OPEN).update(
         status=Assignment.Status.DONE, completed=now

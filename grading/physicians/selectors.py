@@ -5,13 +5,14 @@ work is everywhere else; external physicians (no account) count as peers in agre
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
 from django.conf import settings
-from django.db.models import Count, F, FloatField, Func, Max, Sum
+from django.db.models import Count, F, FloatField, Func, Max, Q, Sum
 
 from annotation.models import (
     Assignment,
@@ -39,8 +40,9 @@ from grading.physicians.quality import (
 from healthbench_web.shared_cache import once_per_version
 
 KINDS = Assignment.Kind
-# Bump when Programme's shape or its computation changes: cached copies of the old one are ignored.
-PROGRAMME_VERSION = 1
+# Bump when Programme's shape or its computation changes: cached and stored copies of the old
+# one are ignored.
+PROGRAMME_VERSION = 2
 
 
 class EpochSeconds(Func):
@@ -181,21 +183,37 @@ class Programme:
     labels: Labels
     times: TaskTimes
     removed: set[int] = field(default_factory=set)
+    # When the figures' inputs were read (seconds since 1970).
+    counted_at: float = 0.0
 
 
 def programme() -> Programme:
     """The programme's figures, computed once per change of the labels, answers, events and
-    removals behind them, and shared by every process (healthbench_web.shared_cache)."""
-    return once_per_version(f"physician-quality:{_fingerprint()}", PROGRAMME_VERSION, programme_computed)
+    removals behind them, and shared by every process (healthbench_web.shared_cache). The
+    pages take them from grading/physicians/stored.py, which also serves the figures a worker
+    kept in the database."""
+    return once_per_version(programme_key(fingerprint()), PROGRAMME_VERSION, programme_computed)
 
 
-def _fingerprint() -> str:
-    """What the figures depend on, in five aggregate queries: any new label, answer, event,
-    can't-judge or removal changes it (a label changed in place comes with a new answer event)."""
+def programme_key(fingerprint: str) -> str:
+    return f"physician-quality:{fingerprint}"
+
+
+def fingerprint() -> str:
+    """What the figures depend on, in five aggregate queries: any new label, answer, event of
+    a done task, can't-judge or removal changes it (a label changed in place comes with a new
+    answer event; labels moved to another physician change the sum of their physicians).
+    Opening a task that is not done changes nothing the figures count, and not this either."""
     parts = [
-        PhysicianLabel.objects.aggregate(n=Count("id"), m=Max("id")),
+        PhysicianLabel.objects.aggregate(
+            n=Count("id"), m=Max("id"), p=Sum("physician_id"), y=Count("id", filter=Q(met=True))
+        ),
         CantJudge.objects.aggregate(n=Count("id"), m=Max("created")),
-        TaskEvent.objects.aggregate(m=Max("id")),
+        # The newest event of a done task: read backwards along the primary key, not a join.
+        TaskEvent.objects.filter(assignment__status=Assignment.Status.DONE)
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first(),
         Assignment.objects.filter(status=Assignment.Status.DONE).aggregate(n=Count("id"), m=Max("completed")),
         Physician.objects.filter(status=Physician.Status.REMOVED).aggregate(n=Count("id"), s=Sum("id")),
         {
@@ -212,6 +230,7 @@ def _fingerprint() -> str:
 
 
 def programme_computed() -> Programme:
+    counted_at = time.time()
     removed = set(Physician.objects.filter(status=Physician.Status.REMOVED).values_list("id", flat=True))
     labels = counted_labels()
     by_code = label_agreement(labels.labels, n_resamples=settings.PHYSICIAN_QUALITY_RESAMPLES)
@@ -221,7 +240,7 @@ def programme_computed() -> Programme:
     cant_judge, reasons = _cant_judge_rates()
     cant_judge = {p: e for p, e in cant_judge.items() if p not in removed}
     flags = outliers({p: a["macro_f1"] for p, a in agreement.items()}, label_seconds, cant_judge, outlier_rule())
-    return Programme(agreement, label_seconds, cant_judge, reasons, flags, labels, times, removed)
+    return Programme(agreement, label_seconds, cant_judge, reasons, flags, labels, times, removed, counted_at)
 
 
 def disagreements(labels: Labels, physician_pk: int, limit: int = 50) -> list[dict]:

@@ -1,0 +1,200 @@
+"""The physician quality figures after a change: a worker computes them (queued by the service
+that saved the answer, at most one refresh at a time), the pages meanwhile serve the stored
+figures saying that newer answers are being counted, and compute them only when nothing is
+stored or no refresh is coming (grading/physicians/stored.py, refresh.py;
+annotation/services/quality_refresh.py)."""
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from annotation.models import Assignment, PhysicianLabel, PhysicianQualityStore
+from annotation.services import quality_refresh
+from grading.physicians import selectors, stored
+from grading.physicians.refresh import quality_refresh as refresh
+from grading.pipeline.tasks import physician_quality_refresh
+from tests.physician_programme import planted_programme
+from tests.workspace import client_for, physician
+
+pytestmark = pytest.mark.django_db
+
+OVERVIEW = "/curator/physicians/quality/"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    # Figures are cached by a fingerprint of ids and counts, and test databases reuse ids.
+    cache.clear()
+
+
+@pytest.fixture
+def programme():
+    planted = planted_programme(n_physicians=8, n_labels=800)
+    return planted, physician("lead", role="curator")
+
+
+def _new_label_task(who) -> Assignment:
+    """An open labeling task for `who` on an item other physicians labelled and they did not."""
+    mine = set(PhysicianLabel.objects.filter(physician=who).values_list("response_id", "criterion_id"))
+    for label in PhysicianLabel.objects.exclude(physician=who).select_related("response").order_by("id"):
+        if (label.response_id, label.criterion_id) not in mine:
+            return Assignment.objects.create(
+                physician=who,
+                kind=Assignment.Kind.LABEL,
+                conversation_id=label.response.conversation_id,
+                response_id=label.response_id,
+                criterion_id=label.criterion_id,
+            )
+    raise AssertionError("no item left to label")
+
+
+def _label(who, task: Assignment, met: str, capture) -> list:
+    """Answer through the label page as the physician does; the callbacks run at commit."""
+    with capture(execute=False) as callbacks:
+        assert client_for(who).post(f"/labels/{task.code}/", {"met": met, "comment": ""}).status_code == 302
+    return [c for c in callbacks if getattr(c, "func", None) is quality_refresh._send]
+
+
+def _same(a: selectors.Programme, b: selectors.Programme) -> None:
+    assert a.agreement == b.agreement
+    assert a.label_seconds == b.label_seconds
+    assert a.cant_judge == b.cant_judge
+    assert a.reasons == b.reasons
+    assert list(a.reasons) == list(b.reasons)
+    assert a.flags == b.flags
+    assert a.removed == b.removed
+    for x, y in (
+        (a.labels.labels.item, b.labels.labels.item),
+        (a.labels.labels.physician, b.labels.labels.physician),
+        (a.labels.labels.label, b.labels.labels.label),
+        (a.labels.physician_pk, b.labels.physician_pk),
+        (a.labels.response_id, b.labels.response_id),
+        (a.times.seconds, b.times.seconds),
+        (a.times.completed, b.times.completed),
+        (a.times.kind, b.times.kind),
+        (a.times.timed, b.times.timed),
+    ):
+        assert x.dtype == y.dtype
+        assert np.array_equal(x, y)
+    assert a.labels.labels.physician_ids == b.labels.labels.physician_ids
+
+
+def test_the_stored_figures_are_the_computed_ones_to_the_bit(programme):
+    computed = selectors.programme_computed()
+    assert computed.agreement  # something to compare
+    kept = stored.unpack(stored.pack(computed))
+    _same(kept, computed)
+    assert kept.counted_at == computed.counted_at
+    # Floats to the bit, not merely equal: the bootstrap intervals as stored bytes.
+    f1 = [(a["macro_f1"]["low"], a["macro_f1"]["high"]) for a in computed.agreement.values()]
+    f1_kept = [(a["macro_f1"]["low"], a["macro_f1"]["high"]) for a in kept.agreement.values()]
+    assert np.array(f1).tobytes() == np.array(f1_kept).tobytes()
+
+
+def test_after_a_new_label_the_page_serves_the_stored_figures_updating_then_the_new_ones(
+    programme, django_capture_on_commit_callbacks
+):
+    planted, curator = programme
+    assert refresh() == "stored"
+    before = selectors.programme_computed()
+    page = client_for(curator).get(OVERVIEW)
+    assert page.context["served"].updating_since is None
+    assert "Updating" not in page.content.decode()
+    _same(page.context["served"].programme, before)
+
+    who = planted.physicians[5]
+    sent = _label(who, _new_label_task(who), "no", django_capture_on_commit_callbacks)
+    assert len(sent) == 1, "the answer queues one refresh"
+    row = PhysicianQualityStore.objects.get()
+    assert row.requested_at is not None and row.queued_at is not None
+
+    # Before the worker has run: the stored figures, saying so, and no write.
+    reader = client_for(curator)
+    with CaptureQueriesContext(connection) as queries:
+        page = reader.get(OVERVIEW)
+    assert page.status_code == 200
+    assert not [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))]
+    served = page.context["served"]
+    assert served.updating_since == row.requested_at
+    assert "Updating…" in page.content.decode()
+    _same(served.programme, before)
+    own = client_for(who).get(f"/physicians/{who.code}/quality/")
+    assert "Updating…" in own.content.decode()
+
+    # The worker's refresh, as the queued task runs it.
+    assert physician_quality_refresh.apply().get() == "stored"
+    after = selectors.programme_computed()
+    assert after.agreement[who.pk] != before.agreement[who.pk]  # the new label counts
+    page = client_for(curator).get(OVERVIEW)
+    assert page.context["served"].updating_since is None
+    assert "Updating" not in page.content.decode()
+    _same(page.context["served"].programme, after)
+    assert PhysicianQualityStore.objects.get().requested_at is None
+
+
+def test_answers_while_a_refresh_is_queued_queue_no_other(programme, django_capture_on_commit_callbacks):
+    planted, _ = programme
+    refresh()
+    sent = []
+    for who, met in ((planted.physicians[4], "yes"), (planted.physicians[5], "no"), (planted.physicians[6], "yes")):
+        sent += _label(who, _new_label_task(who), met, django_capture_on_commit_callbacks)
+    assert len(sent) == 1
+    # Once the refresh has begun, the next answer queues the next one.
+    refresh()
+    who = planted.physicians[7]
+    assert len(_label(who, _new_label_task(who), "no", django_capture_on_commit_callbacks)) == 1
+
+
+def test_with_nothing_stored_the_page_computes_the_figures(programme):
+    _, curator = programme
+    assert not PhysicianQualityStore.objects.exists()
+    page = client_for(curator).get(OVERVIEW)
+    assert page.context["served"].updating_since is None
+    _same(page.context["served"].programme, selectors.programme_computed())
+
+
+def test_a_refresh_that_does_not_come_in_time_leaves_the_page_computing(
+    programme, settings, django_capture_on_commit_callbacks
+):
+    planted, curator = programme
+    refresh()
+    who = planted.physicians[5]
+    _label(who, _new_label_task(who), "no", django_capture_on_commit_callbacks)  # queued, never run
+    late = timezone.now() - timedelta(seconds=settings.PHYSICIAN_QUALITY_UPDATING_SECONDS + 1)
+    PhysicianQualityStore.objects.update(requested_at=late, queued_at=late)
+    page = client_for(curator).get(OVERVIEW)
+    assert page.context["served"].updating_since is None
+    assert "Updating" not in page.content.decode()
+    _same(page.context["served"].programme, selectors.programme_computed())
+    # The next answer queues the refresh again: the first was lost.
+    who = planted.physicians[6]
+    assert len(_label(who, _new_label_task(who), "yes", django_capture_on_commit_callbacks)) == 1
+
+
+def test_a_change_that_queued_nothing_is_computed_by_the_page(programme):
+    # A label written without the services (the admin, a shell): no refresh is coming.
+    planted, curator = programme
+    refresh()
+    task = _new_label_task(planted.physicians[5])
+    PhysicianLabel.objects.create(
+        physician=task.physician, response_id=task.response_id, criterion_id=task.criterion_id, met=False
+    )
+    page = client_for(curator).get(OVERVIEW)
+    assert page.context["served"].updating_since is None
+    _same(page.context["served"].programme, selectors.programme_computed())
+
+
+def test_opening_a_task_that_is_not_done_changes_nothing_counted(programme):
+    planted, curator = programme
+    refresh()
+    who = planted.physicians[5]
+    task = _new_label_task(who)
+    fingerprint = selectors.fingerprint()
+    assert client_for(who).get(f"/labels/{task.code}/").status_code == 200
+    assert selectors.fingerprint() == fingerprint
+    assert PhysicianQualityStore.objects.get().requested_at is None
