@@ -111,7 +111,8 @@ def test_after_a_new_label_the_page_serves_the_stored_figures_updating_then_the_
     sent = _label(who, _new_label_task(who), "no", django_capture_on_commit_callbacks)
     assert len(sent) == 1, "the answer queues one refresh"
     row = PhysicianQualityStore.objects.get()
-    assert row.requested_at is not None and row.queued_at is not None
+    assert row.requested_at is not None
+    assert row.queued_at is not None
 
     # Before the worker has run: the stored figures, saying so, and no write.
     reader = client_for(curator)
@@ -190,7 +191,7 @@ def test_a_change_that_queued_nothing_is_computed_by_the_page(programme):
 
 
 def test_opening_a_task_that_is_not_done_changes_nothing_counted(programme):
-    planted, curator = programme
+    planted, _ = programme
     refresh()
     who = planted.physicians[5]
     task = _new_label_task(who)
