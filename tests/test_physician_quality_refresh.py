@@ -182,6 +182,8 @@ def test_a_change_that_queued_nothing_is_computed_by_the_page(programme):
     planted, curator = programme
     refresh()
     task = _new_label_task(planted.physicians[5])
+    assert task.response_id is not None
+    assert task.criterion_id is not None
     PhysicianLabel.objects.create(
         physician=task.physician, response_id=task.response_id, criterion_id=task.criterion_id, met=False
     )
