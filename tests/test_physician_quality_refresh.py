@@ -18,7 +18,7 @@ from annotation.services import quality_refresh
 from grading.physicians import selectors, stored
 from grading.physicians.refresh import quality_refresh as refresh
 from grading.pipeline.tasks import physician_quality_refresh
-from tests.physician_programme import planted_programme
+from tests.physician_programme import new_label_task, planted_programme
 from tests.workspace import client_for, physician
 
 pytestmark = pytest.mark.django_db
@@ -36,21 +36,6 @@ def _fresh_cache():
 def programme():
     planted = planted_programme(n_physicians=8, n_labels=800)
     return planted, physician("lead", role="curator")
-
-
-def _new_label_task(who) -> Assignment:
-    """An open labeling task for `who` on an item other physicians labelled and they did not."""
-    mine = set(PhysicianLabel.objects.filter(physician=who).values_list("response_id", "criterion_id"))
-    for label in PhysicianLabel.objects.exclude(physician=who).select_related("response").order_by("id"):
-        if (label.response_id, label.criterion_id) not in mine:
-            return Assignment.objects.create(
-                physician=who,
-                kind=Assignment.Kind.LABEL,
-                conversation_id=label.response.conversation_id,
-                response_id=label.response_id,
-                criterion_id=label.criterion_id,
-            )
-    raise AssertionError("no item left to label")
 
 
 def _label(who, task: Assignment, met: str, capture) -> list:
@@ -108,7 +93,7 @@ def test_after_a_new_label_the_page_serves_the_stored_figures_updating_then_the_
     _same(page.context["served"].programme, before)
 
     who = planted.physicians[5]
-    sent = _label(who, _new_label_task(who), "no", django_capture_on_commit_callbacks)
+    sent = _label(who, new_label_task(who), "no", django_capture_on_commit_callbacks)
     assert len(sent) == 1, "the answer queues one refresh"
     row = PhysicianQualityStore.objects.get()
     assert row.requested_at is not None
@@ -143,12 +128,12 @@ def test_answers_while_a_refresh_is_queued_queue_no_other(programme, django_capt
     refresh()
     sent = []
     for who, met in ((planted.physicians[4], "yes"), (planted.physicians[5], "no"), (planted.physicians[6], "yes")):
-        sent += _label(who, _new_label_task(who), met, django_capture_on_commit_callbacks)
+        sent += _label(who, new_label_task(who), met, django_capture_on_commit_callbacks)
     assert len(sent) == 1
     # Once the refresh has begun, the next answer queues the next one.
     refresh()
     who = planted.physicians[7]
-    assert len(_label(who, _new_label_task(who), "no", django_capture_on_commit_callbacks)) == 1
+    assert len(_label(who, new_label_task(who), "no", django_capture_on_commit_callbacks)) == 1
 
 
 def test_with_nothing_stored_the_page_computes_the_figures(programme):
@@ -165,7 +150,7 @@ def test_a_refresh_that_does_not_come_in_time_leaves_the_page_computing(
     planted, curator = programme
     refresh()
     who = planted.physicians[5]
-    _label(who, _new_label_task(who), "no", django_capture_on_commit_callbacks)  # queued, never run
+    _label(who, new_label_task(who), "no", django_capture_on_commit_callbacks)  # queued, never run
     late = timezone.now() - timedelta(seconds=settings.PHYSICIAN_QUALITY_UPDATING_SECONDS + 1)
     PhysicianQualityStore.objects.update(requested_at=late, queued_at=late)
     page = client_for(curator).get(OVERVIEW)
@@ -174,14 +159,14 @@ def test_a_refresh_that_does_not_come_in_time_leaves_the_page_computing(
     _same(page.context["served"].programme, selectors.programme_computed())
     # The next answer queues the refresh again: the first was lost.
     who = planted.physicians[6]
-    assert len(_label(who, _new_label_task(who), "yes", django_capture_on_commit_callbacks)) == 1
+    assert len(_label(who, new_label_task(who), "yes", django_capture_on_commit_callbacks)) == 1
 
 
 def test_a_change_that_queued_nothing_is_computed_by_the_page(programme):
     # A label written without the services (the admin, a shell): no refresh is coming.
     planted, curator = programme
     refresh()
-    task = _new_label_task(planted.physicians[5])
+    task = new_label_task(planted.physicians[5])
     assert task.response_id is not None
     assert task.criterion_id is not None
     PhysicianLabel.objects.create(
@@ -196,8 +181,25 @@ def test_opening_a_task_that_is_not_done_changes_nothing_counted(programme):
     planted, _ = programme
     refresh()
     who = planted.physicians[5]
-    task = _new_label_task(who)
+    task = new_label_task(who)
     fingerprint = selectors.fingerprint()
     assert client_for(who).get(f"/labels/{task.code}/").status_code == 200
     assert selectors.fingerprint() == fingerprint
     assert PhysicianQualityStore.objects.get().requested_at is None
+
+
+def test_opening_a_done_task_counts_and_queues_a_refresh(programme, django_capture_on_commit_callbacks):
+    # The one GET that writes (time on task): opening a done task adds to its active time.
+    planted, _ = programme
+    refresh()
+    who = planted.physicians[5]
+    task = new_label_task(who)
+    _label(who, task, "yes", django_capture_on_commit_callbacks)
+    refresh()
+    fingerprint = selectors.fingerprint()
+    reader = client_for(who)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert reader.get(f"/labels/{task.code}/").status_code == 200
+    assert selectors.fingerprint() != fingerprint
+    assert [c for c in callbacks if getattr(c, "func", None) is quality_refresh._send]
+    assert PhysicianQualityStore.objects.get().requested_at is not None
