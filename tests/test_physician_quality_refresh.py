@@ -203,3 +203,29 @@ def test_opening_a_done_task_counts_and_queues_a_refresh(programme, django_captu
     assert selectors.fingerprint() != fingerprint
     assert [c for c in callbacks if getattr(c, "func", None) is quality_refresh._send]
     assert PhysicianQualityStore.objects.get().requested_at is not None
+
+
+def test_the_evidence_is_every_item_where_a_peer_differs_with_those_peers_in_label_order(programme):
+    planted, _ = programme
+    labels = selectors.counted_labels()
+    lab = labels.labels
+    code = int(np.flatnonzero(labels.physician_pk == planted.sloppy.pk)[0])
+    own = {
+        i: m for i, p, m in zip(lab.item.tolist(), lab.physician.tolist(), lab.label.tolist(), strict=True) if p == code
+    }
+    differ: dict[int, list[int]] = {}
+    for i, p, m in zip(lab.item.tolist(), lab.physician.tolist(), lab.label.tolist(), strict=True):
+        if p != code and i in own and m != own[i]:
+            differ.setdefault(i, []).append(int(labels.physician_pk[p]))
+    names = selectors.physician_names({p for ps in differ.values() for p in ps})
+    expected = [
+        {
+            "response_id": int(labels.response_id[i]),
+            "criterion_id": int(labels.criterion_id[i]),
+            "met": own[i],
+            "differs_from": [names[p] for p in differ[i]],
+        }
+        for i in sorted(differ)[:20]
+    ]
+    assert len(expected) == 20
+    assert selectors.disagreements(labels, planted.sloppy.pk, limit=20) == expected

@@ -5,6 +5,7 @@ work is everywhere else; external physicians (no account) count as peers in agre
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -134,7 +135,8 @@ def task_times(*, physician_ids: list[int] | None = None) -> TaskTimes:
     seconds = active_seconds(task_code, at, n_tasks=ids.size, idle_seconds=settings.TIME_ON_TASK_IDLE_SECONDS)
     return TaskTimes(
         physician_id=np.array([r[1] for r in task_rows], dtype=np.int64),
-        kind=np.array([r[2] for r in task_rows], dtype=object),
+        # One str object per kind, so a pickled copy (the shared cache) holds each once.
+        kind=np.array([sys.intern(r[2]) for r in task_rows], dtype=object),
         completed=np.array([r[3] for r in task_rows], dtype=np.float64),
         seconds=seconds,
         timed=np.bincount(task_code, minlength=ids.size) > 0,
@@ -244,27 +246,33 @@ def programme_computed() -> Programme:
 
 
 def disagreements(labels: Labels, physician_pk: int, limit: int = 50) -> list[dict]:
-    """The items where the physician's label differs from a peer's, with the peers who differ."""
+    """The items where the physician's label differs from a peer's, with the peers who differ
+    (in label order), the first `limit` items by item code."""
     codes = np.flatnonzero(labels.physician_pk == physician_pk)
     if codes.size == 0:
         return []
     lab = labels.labels
     mine = lab.physician == codes[0]
-    own = dict(zip(lab.item[mine].tolist(), lab.label[mine].tolist(), strict=True))
-    differ: dict[int, list[int]] = defaultdict(list)
-    for item, pcode, said in zip(lab.item.tolist(), lab.physician.tolist(), lab.label.tolist(), strict=True):
-        if pcode != codes[0] and item in own and said != own[item]:
-            differ[item].append(int(labels.physician_pk[pcode]))
-    items = sorted(differ)[:limit]
-    names = physician_names({p for i in items for p in differ[i]})
+    own = np.full(lab.n_items, -1, dtype=np.int8)  # -1: the physician did not label the item
+    own[lab.item[mine]] = lab.label[mine]
+    theirs = own[lab.item]
+    differ = np.flatnonzero(~mine & (theirs >= 0) & (lab.label != theirs.astype(bool)))
+    # Stable by item: within an item the peers stay in label order.
+    differ = differ[np.argsort(lab.item[differ], kind="stable")]
+    items = np.unique(lab.item[differ])[:limit]
+    differ = differ[np.isin(lab.item[differ], items)]
+    peers: dict[int, list[int]] = defaultdict(list)
+    for item, pcode in zip(lab.item[differ].tolist(), lab.physician[differ].tolist(), strict=True):
+        peers[item].append(int(labels.physician_pk[pcode]))
+    names = physician_names({p for ps in peers.values() for p in ps})
     return [
         {
             "response_id": int(labels.response_id[i]),
             "criterion_id": int(labels.criterion_id[i]),
-            "met": own[i],
-            "differs_from": [names[p] for p in differ[i]],
+            "met": bool(own[i]),
+            "differs_from": [names[p] for p in peers[i]],
         }
-        for i in items
+        for i in items.tolist()
     ]
 
 
