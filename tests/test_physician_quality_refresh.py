@@ -229,3 +229,80 @@ def test_the_evidence_is_every_item_where_a_peer_differs_with_those_peers_in_lab
     ]
     assert len(expected) == 20
     assert selectors.disagreements(labels, planted.sloppy.pk, limit=20) == expected
+
+
+OUTAGE_APP = r"""
+import json, time
+import django
+django.setup()
+from django.core.management import call_command
+from django.test import Client
+from django.test.utils import setup_test_environment
+setup_test_environment()
+call_command("migrate", verbosity=0)
+from annotation.models import PhysicianQualityStore
+from annotation.services.labels import label_record
+from grading.physicians import selectors
+from grading.physicians.refresh import quality_refresh
+from tests.physician_programme import new_label_task, planted_programme
+from tests.workspace import physician
+
+planted = planted_programme(n_physicians=8, n_labels=800)
+curator = physician("lead", role="curator")
+stored = quality_refresh()
+task = new_label_task(planted.physicians[5])
+started = time.monotonic()
+label_record(task=task, met=False)
+saved = time.monotonic() - started
+row = PhysicianQualityStore.objects.get()
+client = Client()
+client.force_login(curator.user)
+page = client.get("/curator/physicians/quality/")
+served = page.context["served"]
+print(json.dumps({
+    "stored": stored,
+    "saved_seconds": saved,
+    "marks": [row.requested_at is not None, row.queued_at is not None],
+    "status": page.status_code,
+    "updating": "Updating" in page.content.decode(),
+    "current": served.programme.agreement == selectors.programme_computed().agreement,
+}))
+"""
+
+
+def test_with_redis_down_an_answer_is_saved_at_once_and_the_page_computes_current_figures(tmp_path):
+    # A process configured as a deployment whose Redis (cache and broker) is not running.
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CACHE_URL", "CELERY_BROKER_URL")
+    }
+    environment.update(
+        VAR_DIR=str(tmp_path / "var"),
+        DJANGO_SETTINGS_MODULE="healthbench_web.settings",
+        TEST_DATABASE_NAME="",
+        REDIS_URL=f"redis://127.0.0.1:{closed}/0",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", OUTAGE_APP], cwd=REPO, env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["stored"] == "stored"
+    assert out["saved_seconds"] < 2, "the answer does not wait for the broker"
+    # Nothing could be queued: no mark says a refresh is coming ...
+    assert out["marks"] == [False, False]
+    # ... so the page computes the figures, current, without "Updating".
+    assert out["status"] == 200
+    assert out["updating"] is False
+    assert out["current"] is True
+    assert "could not queue the physician quality refresh" in done.stderr

@@ -32,6 +32,7 @@ from healthbench_web.celery import app as celery_app
 log = logging.getLogger(__name__)
 
 QUALITY_REFRESH_TASK = "grading.tasks.physician_quality_refresh"
+BROKER_SECONDS = 1.0
 
 
 def quality_changed() -> None:
@@ -67,8 +68,11 @@ def _send(queued_at) -> None:
     try:
         if task is None:  # a process that has not loaded grading's tasks
             raise LookupError(f"no task {QUALITY_REFRESH_TASK}")
-        # No retries: a broker outage must not hold up the physician's answer.
-        task.apply_async(countdown=settings.PHYSICIAN_QUALITY_REFRESH_SECONDS, retry=False)
+        # One attempt within a second: a broker outage must not hold up the physician's answer
+        # (Celery's own connection would retry for seconds).
+        with celery_app.connection_for_write(connect_timeout=BROKER_SECONDS) as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=BROKER_SECONDS)
+            task.apply_async(countdown=settings.PHYSICIAN_QUALITY_REFRESH_SECONDS, retry=False, connection=conn)
     except Exception as exc:
         log.warning("could not queue the physician quality refresh: %s: %s", type(exc).__name__, exc)
         # Nothing is coming: the pages must not say "updating", and compute the figures
