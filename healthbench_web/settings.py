@@ -68,6 +68,13 @@ DRAFTS_PER_PHYSICIAN = env_int("DRAFTS_PER_PHYSICIAN", 200, minimum=1, maximum=1
 TIME_ON_TASK_IDLE_SECONDS = env_int("TIME_ON_TASK_IDLE_SECONDS", 300, minimum=10, maximum=86_400)
 # Bootstrap resamples behind each physician's agreement interval.
 PHYSICIAN_QUALITY_RESAMPLES = env_int("PHYSICIAN_QUALITY_RESAMPLES", 1000, minimum=100, maximum=20_000)
+# The figures are computed by a worker after a change (annotation/services/quality_refresh.py):
+# at most one refresh per this many seconds, counting every change made meanwhile ...
+PHYSICIAN_QUALITY_REFRESH_SECONDS = env_int("PHYSICIAN_QUALITY_REFRESH_SECONDS", 10, minimum=0, maximum=3600)
+# ... and for at most this long after the first change they do not count the pages show the
+# last figures, saying that newer answers are being counted; after it (a worker down or busy)
+# a page computes the figures itself.
+PHYSICIAN_QUALITY_UPDATING_SECONDS = env_int("PHYSICIAN_QUALITY_UPDATING_SECONDS", 300, minimum=10, maximum=86_400)
 # A physician is flagged for review when the whole interval of a figure stands apart from the
 # other physicians' median: agreement (macro F1) below it by more than this margin ...
 PHYSICIAN_OUTLIER_AGREEMENT_MARGIN = env_float("PHYSICIAN_OUTLIER_AGREEMENT_MARGIN", 0.10, minimum=0.0)

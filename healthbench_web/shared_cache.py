@@ -8,6 +8,9 @@ stays quick while a worker's grades move it on.
 
 A cache that fails (Redis down) is no reason to fail the page: the value is computed here
 and the failure logged; /healthz/ reports the cache itself.
+
+`cached(key, version)` and `keep(key, version, value)` read and write the same entries for a
+value computed elsewhere (a worker's, or one kept in the database).
 """
 
 import logging
@@ -52,20 +55,34 @@ def once_per_version(
         return compute()
     try:
         value = compute()
-        try:
-            cache.set(exact, value, timeout)
-            # Only moves forward: a slow computation of an old version does not hide a newer one.
-            newest = cache.get(latest)
-            if newest is None or newest < version:
-                cache.set(latest, version, timeout)
-        except Exception:
-            log.warning("cache unavailable for %s: the value is not kept", key, exc_info=True)
+        keep(key, version, value, timeout=timeout)
         return value
     finally:
         try:
             cache.delete(lock)
         except Exception:
             log.warning("cache unavailable for %s: its lock expires by itself", key, exc_info=True)
+
+
+def cached(key: str, version: int):
+    """The value stored under (key, version), or None (also when the cache fails)."""
+    try:
+        return cache.get(f"{key}:v{version}")
+    except Exception:
+        log.warning("cache unavailable for %s: nothing read", key, exc_info=True)
+        return None
+
+
+def keep(key: str, version: int, value, *, timeout: int = DAY) -> None:
+    """Store `value` under (key, version), as `once_per_version` stores what it computes."""
+    try:
+        cache.set(f"{key}:v{version}", value, timeout)
+        # Only moves forward: a slow computation of an old version does not hide a newer one.
+        newest = cache.get(f"{key}:latest")
+        if newest is None or newest < version:
+            cache.set(f"{key}:latest", version, timeout)
+    except Exception:
+        log.warning("cache unavailable for %s: the value is not kept", key, exc_info=True)
 
 
 def _latest(latest: str, version: int):

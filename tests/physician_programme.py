@@ -117,3 +117,18 @@ def _items(n_items: int) -> list[tuple[int, int, int]]:
         resp = responses[c_index * RESPONSES_PER_CONVERSATION : (c_index + 1) * RESPONSES_PER_CONVERSATION]
         items.extend((conversation.pk, r.pk, k.pk) for r in resp for k in crit)
     return items[:n_items]
+
+
+def new_label_task(who: Physician) -> Assignment:
+    """An open labeling task for `who` on an item other physicians labelled and they did not."""
+    mine = set(PhysicianLabel.objects.filter(physician=who).values_list("response_id", "criterion_id"))
+    for label in PhysicianLabel.objects.exclude(physician=who).select_related("response").order_by("id"):
+        if (label.response_id, label.criterion_id) not in mine:
+            return Assignment.objects.create(
+                physician=who,
+                kind=Assignment.Kind.LABEL,
+                conversation_id=label.response.conversation_id,
+                response_id=label.response_id,
+                criterion_id=label.criterion_id,
+            )
+    raise AssertionError("no item left to label")

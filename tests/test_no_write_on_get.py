@@ -7,7 +7,9 @@ taken out of the session), a finished run's kept numbers (grading.reports.stored
 of what the grades already say, written by the first reader), a text's rendered Markdown
 (annotation.services.rendered_markdown: a cache of what the text already says, written by its
 first reader), a physician's task page noting that it was opened
-(annotation.services.time_on_task: time on task, append-only), and a run recorded before the
+(annotation.services.time_on_task: time on task, append-only; on a done task that counts in
+the physician quality figures, so it also marks their refresh as wanted, which queues it:
+annotation.services.quality_refresh, the marks only, never the figures), and a run recorded before the
 rubric versions counting its drift baseline once (grading.drift: RunRubric rows and the run's
 `drift_baseline`, what the grades already say, written by the first reader)."""
 
@@ -20,7 +22,8 @@ from django.apps import apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotation.models import Assignment, RenderedMarkdown, TaskEvent
+from annotation.models import Assignment, PhysicianQualityStore, RenderedMarkdown, TaskEvent
+from annotation.services.labels import label_record
 from grading.models import RunRubric, StoredReport
 from tests.grading_data import imported_run
 from tests.workspace import client_for, make_world, task
@@ -38,6 +41,12 @@ ALLOWED_TABLES = (
 )
 # The one column of the run a GET may set: its drift baseline, counted once (grading.drift).
 ALLOWED_UPDATE = re.compile(r'^\s*UPDATE "grading_run" SET "drift_baseline" = ', re.IGNORECASE)
+# A done task's page noting its opening marks the physician quality refresh as wanted.
+STORE = PhysicianQualityStore._meta.db_table
+ALLOWED_REFRESH_MARK = re.compile(
+    rf'^\s*(UPDATE "{STORE}" SET "queued_at" = |INSERT INTO "{STORE}" \(id, requested_at, queued_at\) )',  # noqa: S608
+    re.IGNORECASE,
+)
 LINK = re.compile(r'(?:href|hx-get)="([^"#]+)')
 # Enough to reach every page of this world; a bound, so a link that makes links cannot loop.
 MAX_PAGES = 250
@@ -49,7 +58,8 @@ RUN_API = [f"/api/runs/imported/{part}" for part in ("", "report/", "meta-eval/"
 
 
 def _row_counts() -> dict[str, int]:
-    tables = sorted({model._meta.db_table for model in apps.get_models() if model._meta.managed} - set(ALLOWED_TABLES))
+    managed = {model._meta.db_table for model in apps.get_models() if model._meta.managed}
+    tables = sorted(managed - {*ALLOWED_TABLES, STORE})
     quote = connection.ops.quote_name
     # Table names from the models, quoted: no outside text reaches the query.
     sql = "SELECT " + ", ".join(f"(SELECT COUNT(*) FROM {quote(table)})" for table in tables)  # noqa: S608
@@ -65,6 +75,7 @@ def _writes(queries: list[dict]) -> list[str]:
         if WRITE.match(q["sql"])
         and not any(table in q["sql"] for table in ALLOWED_TABLES)
         and not ALLOWED_UPDATE.match(q["sql"])
+        and not ALLOWED_REFRESH_MARK.match(q["sql"])
     ]
 
 
@@ -90,6 +101,8 @@ def world():
     # An item its physician may not label (they write its rubric): the page that once withdrew
     # it on opening.
     task(world.owner, Assignment.Kind.LABEL, world.a, response=world.responses[1], criterion=world.imported)
+    # A done task, whose page its physician may open again.
+    label_record(task=world.next_label_task, met=True)
     return world
 
 

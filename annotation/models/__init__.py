@@ -29,6 +29,7 @@ from annotation.models.workspace import (
     GoldItem,
     Guideline,
     GuidelineRead,
+    PhysicianQualityStore,
     TaskEvent,
 )
 
@@ -50,6 +51,7 @@ __all__ = [
     "IdealResponse",
     "Physician",
     "PhysicianLabel",
+    "PhysicianQualityStore",
     "RenderedMarkdown",
     "Subset",
     "SubsetChange",

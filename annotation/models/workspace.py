@@ -388,3 +388,29 @@ class GoldAnswer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.physician} on {self.gold}"
+
+
+class PhysicianQualityStore(models.Model):
+    """The physician quality figures last computed in the background, and whether newer work
+    waits to be counted: one row (id 1).
+
+    The services that save what the figures count (answers, events of done tasks, removals)
+    set ``requested_at`` (the first change not yet counted) and ``queued_at`` (a refresh task
+    queued; annotation/services/quality_refresh.py). The refresh task clears both, then reads
+    and stores the figures under the fingerprint of what it read (grading/physicians/stored.py);
+    the pages serve them, saying when newer answers are being counted."""
+
+    fingerprint = models.CharField(max_length=64, blank=True, db_default="")
+    # The shape of the stored figures (grading/physicians/selectors.py, PROGRAMME_VERSION).
+    version = models.PositiveIntegerField(db_default=0)
+    counted_at = models.DateTimeField(null=True, blank=True)
+    # The figures and the arrays behind them, as one .npz (numbers stored as they are, to the bit).
+    figures = models.BinaryField(null=True, blank=True)
+    requested_at = models.DateTimeField(null=True, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(id=1), name="physician_quality_store_one_row")]
+
+    def __str__(self) -> str:
+        return f"physician quality figures counted at {self.counted_at}"

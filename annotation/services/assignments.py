@@ -14,6 +14,7 @@ from django.utils import timezone
 from annotation.grading_seam import Response
 from annotation.models import Assignment, Conversation, GoldAnswer, IdealResponse, Physician
 from annotation.services.gold import gold_count, gold_mixed
+from annotation.services.quality_refresh import quality_changed
 from annotation.task_kinds import KINDS, kind_of
 from annotation.task_kinds.base import Item
 
@@ -77,7 +78,9 @@ class AssignPlan:
 
 
 def assignment_complete(*, assignment: Assignment) -> None:
-    """Mark a task done, once: a conditional update, so repeats and races change nothing."""
+    """Mark a task done, once: a conditional update, so repeats and races change nothing.
+    Every answer passes here, a changed one too: the physician quality figures count it."""
+    quality_changed()
     now = timezone.now()
     updated = Assignment.objects.filter(id=assignment.id, status=Assignment.Status.OPEN).update(
         status=Assignment.Status.DONE, completed=now

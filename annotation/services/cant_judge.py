@@ -18,6 +18,7 @@ from annotation.models import (
 from annotation.services.assignments import assignment_complete
 from annotation.services.consensus import ballot_complete, consensus_sync
 from annotation.services.locking import conversation_lock
+from annotation.services.quality_refresh import quality_changed
 
 
 def cant_judge_label(*, task: Assignment, reason: str, note: str = "") -> CantJudge:
@@ -56,6 +57,7 @@ def cant_judge_vote(
             consensus_criterion=consensus_criterion,
             defaults={"reason": reason, "note": note.strip()},
         )
+        quality_changed()
         # Taking back an "applies" may take the criterion below the number needed.
         consensus_sync(conversation_id=conversation.id, consensus_criterion=consensus_criterion)
         ballot_complete(physician=physician, conversation=conversation)

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils.translation import gettext
 
 from annotation.models import Physician, PhysicianLabel
+from annotation.services.quality_refresh import quality_changed
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ def external_link(*, external: Physician, user: User) -> LinkPlan:
         profile = Physician.objects.select_for_update().get(id=plan.merge_into.id)
         anonymized_id = external.anonymized_id
         PhysicianLabel.objects.filter(physician=external).update(physician=profile)
+        quality_changed()
         external.delete()
         profile.anonymized_id = anonymized_id
         profile.save(update_fields=["anonymized_id"])

@@ -10,6 +10,7 @@ from annotation.rubric_checks import positive_total
 from annotation.rubric_versions import rubric_changed
 from annotation.selectors.rubric import editor_criteria
 from annotation.services.locking import conversation_lock
+from annotation.services.quality_refresh import quality_changed
 
 
 def criterion_snapshot(criterion: Criterion) -> dict:
@@ -94,6 +95,7 @@ def rubric_submit(*, task: Assignment) -> None:
     if positive_total(points) <= 0:
         raise ValidationError("Add at least one criterion with positive points: a score is divided by their sum.")
     now = timezone.now()
+    quality_changed()
     # A conditional update, so a double click or a second tab cannot submit twice.
     Assignment.objects.filter(id=task.id, status=Assignment.Status.OPEN).update(
         status=Assignment.Status.DONE, completed=now

@@ -7,6 +7,7 @@ Opening a task page is the one GET that writes (tests/test_no_write_on_get.py al
 """
 
 from annotation.models import Assignment, TaskEvent
+from annotation.services.quality_refresh import quality_changed
 from annotation.services.text_drafts import KEY, draft_field_kind
 
 
@@ -14,6 +15,9 @@ def task_event(*, task: Assignment, kind: str, sign_warnings: int = 0) -> None:
     if task.status in Assignment.INACTIVE:
         return
     TaskEvent.objects.create(assignment_id=task.pk, kind=kind, sign_warnings=sign_warnings)
+    if task.status == Assignment.Status.DONE:
+        # A done task's time is in the physician quality figures; an open one's is not yet.
+        quality_changed()
 
 
 def task_opened(task: Assignment) -> None:
@@ -34,6 +38,8 @@ def draft_activity(*, physician_id: int, key: str) -> None:
         tasks = tasks.filter(code=match["task"], kind=draft_field_kind(match))
     else:
         tasks = tasks.filter(kind=draft_field_kind(match), conversation__code=match["conversation"])
-    task_id = tasks.values_list("id", flat=True).first()
-    if task_id is not None:
-        TaskEvent.objects.create(assignment_id=task_id, kind=TaskEvent.Kind.DRAFT)
+    task = tasks.values_list("id", "status").first()
+    if task is not None:
+        TaskEvent.objects.create(assignment_id=task[0], kind=TaskEvent.Kind.DRAFT)
+        if task[1] == Assignment.Status.DONE:
+            quality_changed()

@@ -9,6 +9,7 @@ from django.utils.translation import gettext
 from annotation.models import Criterion, Physician
 from annotation.services.assignments import assignments_cancel_open
 from annotation.services.consensus import consensus_recount
+from annotation.services.quality_refresh import quality_changed
 
 Status = Physician.Status
 TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -45,6 +46,8 @@ def physician_status_set(*, physician: Physician, status: str) -> VettingOutcome
         counted_before = locked.status == Status.ACTIVE
         locked.status = status
         locked.save(update_fields=["status"])
+        if status == Status.REMOVED:
+            quality_changed()  # their work leaves the physician quality figures
         flagged = cancelled = recounted = 0
         if status == Status.REMOVED:
             flagged = Criterion.objects.filter(author=locked).update(flagged_for_review=True)

@@ -39,6 +39,7 @@ from annotation.models import (
     SubsetMember,
 )
 from annotation.rubric_versions import rubric_changed
+from annotation.services.quality_refresh import quality_changed
 from grading.metaeval.files import MAX_ERRORS, FileInvalid, MetaEvalRow, parse_meta_eval_lines
 from grading.models import Response
 from healthbench_web.bulk import chunks, db_json, db_now, insert_rows, new_codes
@@ -108,6 +109,7 @@ def meta_eval_import(*, lines: Iterable[bytes | LineTooLong]) -> MetaEvalImportS
     summary.labels_merged = sum(len(r.repeated) for r in parsed.rows)
     with transaction.atomic():
         _store_meta_eval(parsed.rows, summary)
+        quality_changed()  # the physician quality figures count external physicians' labels
     return summary
 
 

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from annotation.access import physician_for, role_of
 from annotation.models import Physician
 from annotation.selectors.gold import GoldTally, gold_tallies
-from grading.physicians import selectors
+from grading.physicians import selectors, stored
 from grading.physicians.quality import rate_interval
 
 
@@ -111,7 +111,7 @@ class PhysicianQualityViewSet(viewsets.ViewSet):
 
     @extend_schema(responses={200: PhysicianQualitySerializer(many=True)})
     def list(self, request: Request) -> Response:
-        programme = selectors.programme()
+        programme = stored.programme()
         physicians = list(
             Physician.objects.filter(role=Physician.Role.PHYSICIAN)
             .exclude(status=Physician.Status.REMOVED)
@@ -135,7 +135,7 @@ class PhysicianQualityViewSet(viewsets.ViewSet):
             raise NotFound("No such physician")
         if not curator and physician.status == Physician.Status.REMOVED:
             raise PermissionDenied
-        programme = selectors.programme()
+        programme = stored.programme()
         data = _figures(programme, physician, with_flags=curator, gold=gold_tallies([physician.pk]))
         data["weeks"] = selectors.weekly_tasks(programme.times, physician.pk)
         data["votes"] = selectors.vote_outcomes(physician.pk)

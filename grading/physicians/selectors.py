@@ -5,13 +5,16 @@ work is everywhere else; external physicians (no account) count as peers in agre
 from __future__ import annotations
 
 import hashlib
+import sys
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
 from django.conf import settings
-from django.db.models import Count, F, FloatField, Func, Max, Sum
+from django.db import connection
+from django.db.models import Count, F, FloatField, Func
 
 from annotation.models import (
     Assignment,
@@ -40,8 +43,9 @@ from grading.physicians.quality import (
 from healthbench_web.shared_cache import once_per_version
 
 KINDS = Assignment.Kind
-# Bump when Programme's shape or its computation changes: cached copies of the old one are ignored.
-PROGRAMME_VERSION = 1
+# Bump when Programme's shape or its computation changes: cached and stored copies of the old
+# one are ignored.
+PROGRAMME_VERSION = 2
 
 
 class EpochSeconds(Func):
@@ -133,7 +137,8 @@ def task_times(*, physician_ids: list[int] | None = None) -> TaskTimes:
     seconds = active_seconds(task_code, at, n_tasks=ids.size, idle_seconds=settings.TIME_ON_TASK_IDLE_SECONDS)
     return TaskTimes(
         physician_id=np.array([r[1] for r in task_rows], dtype=np.int64),
-        kind=np.array([r[2] for r in task_rows], dtype=object),
+        # One str object per kind, so a pickled copy (the shared cache) holds each once.
+        kind=np.array([sys.intern(r[2]) for r in task_rows], dtype=object),
         completed=np.array([r[3] for r in task_rows], dtype=np.float64),
         seconds=seconds,
         timed=np.bincount(task_code, minlength=ids.size) > 0,
@@ -182,37 +187,67 @@ class Programme:
     labels: Labels
     times: TaskTimes
     removed: set[int] = field(default_factory=set)
+    # When the figures' inputs were read (seconds since 1970).
+    counted_at: float = 0.0
 
 
 def programme() -> Programme:
     """The programme's figures, computed once per change of the labels, answers, events and
-    removals behind them, and shared by every process (healthbench_web.shared_cache)."""
-    return once_per_version(f"physician-quality:{_fingerprint()}", PROGRAMME_VERSION, programme_computed)
+    removals behind them, and shared by every process (healthbench_web.shared_cache). The
+    pages take them from grading/physicians/stored.py, which also serves the figures a worker
+    kept in the database."""
+    return once_per_version(programme_key(fingerprint()), PROGRAMME_VERSION, programme_computed)
 
 
-def _fingerprint() -> str:
-    """What the figures depend on, in five aggregate queries: any new label, answer, event,
-    can't-judge or removal changes it (a label changed in place comes with a new answer event)."""
-    parts = [
-        PhysicianLabel.objects.aggregate(n=Count("id"), m=Max("id")),
-        CantJudge.objects.aggregate(n=Count("id"), m=Max("created")),
-        TaskEvent.objects.aggregate(m=Max("id")),
-        Assignment.objects.filter(status=Assignment.Status.DONE).aggregate(n=Count("id"), m=Max("completed")),
-        Physician.objects.filter(status=Physician.Status.REMOVED).aggregate(n=Count("id"), s=Sum("id")),
-        {
-            "settings": (
-                settings.TIME_ON_TASK_IDLE_SECONDS,
-                settings.PHYSICIAN_QUALITY_RESAMPLES,
-                settings.PHYSICIAN_OUTLIER_AGREEMENT_MARGIN,
-                settings.PHYSICIAN_OUTLIER_SLOW_FACTOR,
-                settings.PHYSICIAN_OUTLIER_CANT_JUDGE_MARGIN,
-            )
-        },
-    ]
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:24]
+def programme_key(fingerprint: str) -> str:
+    return f"physician-quality:{fingerprint}"
+
+
+def fingerprint() -> str:
+    """What the figures depend on, read in one query (one round trip: the pages ask it on every
+    request): any new label, answer, event of a done task, can't-judge or removal changes it (a
+    label changed in place comes with a new answer event; labels moved to another physician
+    change the sum of their physicians). Opening a task that is not done changes nothing the
+    figures count, and not this either."""
+    sql, params = _fingerprint_query()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    settings_part = (
+        settings.TIME_ON_TASK_IDLE_SECONDS,
+        settings.PHYSICIAN_QUALITY_RESAMPLES,
+        settings.PHYSICIAN_OUTLIER_AGREEMENT_MARGIN,
+        settings.PHYSICIAN_OUTLIER_SLOW_FACTOR,
+        settings.PHYSICIAN_OUTLIER_CANT_JUDGE_MARGIN,
+    )
+    return hashlib.sha256(repr([tuple(row), settings_part]).encode()).hexdigest()[:24]
+
+
+def _fingerprint_query() -> tuple[str, list]:
+    table = {m: connection.ops.quote_name(m._meta.db_table) for m in (PhysicianLabel, CantJudge, Assignment, Physician)}
+    # The newest event of a done task: read backwards along the primary key, not a join of all.
+    newest_event, event_params = (
+        TaskEvent.objects.filter(assignment__status=Assignment.Status.DONE)
+        .order_by("-id")
+        .values("id")[:1]
+        .query.sql_with_params()
+    )
+    # Aggregates over whole tables always give one row each; table names come from the models
+    # and values travel apart (S608).
+    sql = (
+        "SELECT labels.*, unsure.*, done.*, removed.*, "  # noqa: S608
+        f"({newest_event}) FROM "
+        "(SELECT COUNT(*), MAX(id), SUM(physician_id), SUM(CASE WHEN met THEN 1 ELSE 0 END) "
+        f"FROM {table[PhysicianLabel]}) AS labels, "
+        f"(SELECT COUNT(*), MAX(created) FROM {table[CantJudge]}) AS unsure, "
+        f"(SELECT COUNT(*), MAX(completed) FROM {table[Assignment]} WHERE status = %s) AS done, "
+        f"(SELECT COUNT(*), SUM(id) FROM {table[Physician]} WHERE status = %s) AS removed"
+    )
+    return sql, [*event_params, Assignment.Status.DONE.value, Physician.Status.REMOVED.value]
 
 
 def programme_computed() -> Programme:
+    counted_at = time.time()
     removed = set(Physician.objects.filter(status=Physician.Status.REMOVED).values_list("id", flat=True))
     labels = counted_labels()
     by_code = label_agreement(labels.labels, n_resamples=settings.PHYSICIAN_QUALITY_RESAMPLES)
@@ -222,31 +257,37 @@ def programme_computed() -> Programme:
     cant_judge, reasons = _cant_judge_rates()
     cant_judge = {p: e for p, e in cant_judge.items() if p not in removed}
     flags = outliers({p: a["macro_f1"] for p, a in agreement.items()}, label_seconds, cant_judge, outlier_rule())
-    return Programme(agreement, label_seconds, cant_judge, reasons, flags, labels, times, removed)
+    return Programme(agreement, label_seconds, cant_judge, reasons, flags, labels, times, removed, counted_at)
 
 
 def disagreements(labels: Labels, physician_pk: int, limit: int = 50) -> list[dict]:
-    """The items where the physician's label differs from a peer's, with the peers who differ."""
+    """The items where the physician's label differs from a peer's, with the peers who differ
+    (in label order), the first `limit` items by item code."""
     codes = np.flatnonzero(labels.physician_pk == physician_pk)
     if codes.size == 0:
         return []
     lab = labels.labels
     mine = lab.physician == codes[0]
-    own = dict(zip(lab.item[mine].tolist(), lab.label[mine].tolist(), strict=True))
-    differ: dict[int, list[int]] = defaultdict(list)
-    for item, pcode, said in zip(lab.item.tolist(), lab.physician.tolist(), lab.label.tolist(), strict=True):
-        if pcode != codes[0] and item in own and said != own[item]:
-            differ[item].append(int(labels.physician_pk[pcode]))
-    items = sorted(differ)[:limit]
-    names = physician_names({p for i in items for p in differ[i]})
+    own = np.full(lab.n_items, -1, dtype=np.int8)  # -1: the physician did not label the item
+    own[lab.item[mine]] = lab.label[mine]
+    theirs = own[lab.item]
+    differ = np.flatnonzero(~mine & (theirs >= 0) & (lab.label != theirs.astype(bool)))
+    # Stable by item: within an item the peers stay in label order.
+    differ = differ[np.argsort(lab.item[differ], kind="stable")]
+    items = np.unique(lab.item[differ])[:limit]
+    differ = differ[np.isin(lab.item[differ], items)]
+    peers: dict[int, list[int]] = defaultdict(list)
+    for item, pcode in zip(lab.item[differ].tolist(), lab.physician[differ].tolist(), strict=True):
+        peers[item].append(int(labels.physician_pk[pcode]))
+    names = physician_names({p for ps in peers.values() for p in ps})
     return [
         {
             "response_id": int(labels.response_id[i]),
             "criterion_id": int(labels.criterion_id[i]),
-            "met": own[i],
-            "differs_from": [names[p] for p in differ[i]],
+            "met": bool(own[i]),
+            "differs_from": [names[p] for p in peers[i]],
         }
-        for i in items
+        for i in items.tolist()
     ]
 
 

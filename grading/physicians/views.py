@@ -16,7 +16,7 @@ from annotation.access import require_curator
 from annotation.models import CantJudge, Physician
 from annotation.selectors.gold import gold_tallies
 from grading.access import get_physician_for_quality
-from grading.physicians import charts, selectors
+from grading.physicians import charts, selectors, stored
 from grading.physicians.quality import Estimate, Flag, LabelAgreement, rate_interval
 from healthbench_web.spreadsheet import csv_text
 
@@ -42,7 +42,8 @@ EVIDENCE = 20
 @require_GET
 def quality_overview(request: HttpRequest) -> HttpResponse:
     require_curator(request)
-    programme = selectors.programme()
+    served = stored.programme_served()
+    programme = served.programme
     physicians = Physician.objects.filter(role=Physician.Role.PHYSICIAN).exclude(status=Physician.Status.REMOVED)
     rows = [
         Row(
@@ -59,7 +60,7 @@ def quality_overview(request: HttpRequest) -> HttpResponse:
         if any(f["measure"] == "agreement" for f in row.flags):
             row.evidence = selectors.disagreements(programme.labels, row.physician.pk, limit=EVIDENCE)
         row.reasons = [(REASONS.get(k, k), n) for k, n in programme.reasons.get(row.physician.pk, {}).items()]
-    context = {"rows": rows, "flagged": flagged, "rule": selectors.outlier_rule()}
+    context = {"rows": rows, "flagged": flagged, "rule": selectors.outlier_rule(), "served": served}
     return render(request, "physicians/quality_overview.html", context)
 
 
@@ -67,11 +68,13 @@ def quality_overview(request: HttpRequest) -> HttpResponse:
 @require_GET
 def physician_quality(request: HttpRequest, code) -> HttpResponse:
     physician, sees_programme = get_physician_for_quality(request, code)
-    programme = selectors.programme()
+    served = stored.programme_served()
+    programme = served.programme
     agreement = programme.agreement.get(physician.pk)
     weeks = selectors.weekly_tasks(programme.times, physician.pk)
     context: dict[str, object] = {
         "physician": physician,
+        "served": served,
         "sees_programme": sees_programme,
         "agreement": agreement,
         "seconds": programme.label_seconds.get(physician.pk),

@@ -16,9 +16,11 @@ from celery import Task, bootsteps, shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
+from annotation.services.quality_refresh import QUALITY_REFRESH_TASK
 from grading.drift import rubric_drift_stored
 from grading.metaeval.report import run_meta_eval_report_cached
 from grading.models import Run
+from grading.physicians.refresh import quality_refresh
 from grading.pipeline.batches import batch_run
 from grading.pipeline.foreign import RUN_HEADER, batch_is_here, batch_not_here
 from grading.pipeline.legacy_queue import legacy_queue_drain
@@ -67,6 +69,13 @@ def warm_report(run_id: int) -> None:
         run_meta_eval_report_cached(run=run)
         if not run.is_active:
             rubric_drift_stored(run)  # its page's drift notice, read from the grades once
+
+
+@shared_task(name=QUALITY_REFRESH_TASK, ignore_result=True)
+def physician_quality_refresh() -> str:
+    """Compute the physician quality figures after a change and keep them for the pages
+    (grading.physicians.refresh); queued by the services that save what they count."""
+    return quality_refresh()
 
 
 def sweep() -> None:
