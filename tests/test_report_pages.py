@@ -221,10 +221,10 @@ def test_query_counts_stay_fixed(researcher, run, django_assert_max_num_queries)
 def test_the_report_says_which_bootstrap_drew_its_stds(researcher, run):
     # Every new run draws them as the reference does; a run recorded with the Poisson draw keeps
     # it, and its report says so on the page, in the JSON and in the CSV.
-    assert run.bootstrap == Run.Bootstrap.MULTINOMIAL
+    assert run.bootstrap == Run.Bootstrap.ONE_DRAW
     page = researcher.get(reverse("report_detail", args=[run.code])).content.decode()
     assert "drawn with replacement (the reference&#x27;s draw)" in page
-    assert "<code>multinomial</code>" in page
+    assert "<code>one-draw</code>" in page
     Run.objects.filter(id=run.id).update(bootstrap=Run.Bootstrap.SHARED)
     document = json.loads(researcher.get(reverse("report_json", args=[run.code])).content)
     assert document["bootstrap"]["method"] == "shared"
