@@ -357,11 +357,12 @@ def _last_draws_sum(index: npt.NDArray, rows: IntArray, extra: IntArray, draw_se
     while True:
         drawn = index[rows, size - tail :]
         inside = draw_set.mask[drawn]
-        from_end = np.cumsum(inside[:, ::-1], axis=1)[:, ::-1]
+        from_end = np.cumsum(inside[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
         if tail == size or (from_end[:, 0] >= extra).all():
             break
         tail = min(size, 2 * tail)
-    left_out = inside & (from_end <= extra[:, None])
+    # The draws from the row's last `extra` within the set on; those outside it are worth 0.
+    left_out = from_end <= extra[:, None]
     return np.stack(
         [np.where(left_out, column[drawn], 0.0).sum(axis=1) for column in draw_set.values.T], axis=1
     )
