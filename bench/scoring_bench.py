@@ -221,7 +221,7 @@ def _run_exists(url: str) -> bool:
 
     try:
         with psycopg.connect(url) as conn:
-            return conn.execute("SELECT count(*) FROM grading_run WHERE name = 'bench'").fetchone()[0] == 1
+            return conn.execute("SELECT count(*) FROM grading_run WHERE name = 'bench'").fetchone() == (1,)
     except psycopg.Error:
         return False
 

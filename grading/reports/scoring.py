@@ -289,7 +289,8 @@ def one_draw_bootstrap_stds(values: npt.ArrayLike, *, n_resamples: int = N_RESAM
         means = _resampled_means(v[present[:, columns[0]]][:, columns], n_resamples, stream)
         stds[columns] = np.clip(means, 0.0, 1.0).std(axis=0)
     if together:
-        for columns, means in zip(together, _one_draw_means(v, present, together, n_resamples, streams[0]), strict=True):
+        drawn = _one_draw_means(v, present, together, n_resamples, streams[0])
+        for columns, means in zip(together, drawn, strict=True):
             stds[columns] = np.clip(means, 0.0, 1.0).std(axis=0)
     return stds
 
@@ -363,9 +364,7 @@ def _last_draws_sum(index: npt.NDArray, rows: IntArray, extra: IntArray, draw_se
         tail = min(size, 2 * tail)
     # The draws from the row's last `extra` within the set on; those outside it are worth 0.
     left_out = from_end <= extra[:, None]
-    return np.stack(
-        [np.where(left_out, column[drawn], 0.0).sum(axis=1) for column in draw_set.values.T], axis=1
-    )
+    return np.stack([np.where(left_out, column[drawn], 0.0).sum(axis=1) for column in draw_set.values.T], axis=1)
 
 
 def _fresh_draws_sum(rng: np.random.Generator, missing: IntArray, draw_set: _DrawSet) -> FloatArray:
