@@ -43,7 +43,6 @@ class Migration(migrations.Migration):
                 max_length=16,
             ),
         ),
-        migrations.RunPython(migrations.RunPython.noop, refuse_back),
         migrations.RemoveIndex(
             model_name="grade",
             name="grade_run_response",
@@ -63,4 +62,6 @@ class Migration(migrations.Migration):
                 name="grade_run_response_report",
             ),
         ),
+        # Last, so that on the way back it refuses before anything is undone.
+        migrations.RunPython(migrations.RunPython.noop, refuse_back),
     ]
