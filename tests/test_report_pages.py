@@ -200,12 +200,13 @@ def test_the_report_is_computed_once_until_the_run_moves_on(researcher, run, mon
 
 def test_query_counts_stay_fixed(researcher, run, django_assert_max_num_queries):
     url = reverse("report_detail", args=[run.code])
-    # Session, user, role, run, grades, responses, conversations, the page's rows, the
+    # Session, user, role, run, grades (on PostgreSQL grouped by their tag list's hash, then the
+    # lists read from each group's first grade), responses, conversations, the page's rows, the
     # finished run's report kept in the database (looked up, then written in a savepoint),
     # whether the run has a calibration sample, and the drift notice's baseline recorded once
     # (grading.drift: in a savepoint, the run locked, the run's items, the conversations'
     # rubric versions and live criteria, its rows written, the run marked, then their sums).
-    with django_assert_max_num_queries(23):
+    with django_assert_max_num_queries(24):
         researcher.get(url)
     # From the cache: session, user, role, run, the drift notice's sums, the page's rows, and
     # whether the run has a calibration sample.

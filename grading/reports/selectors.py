@@ -266,7 +266,7 @@ def _grade_columns_aggregated(grades: QuerySet) -> GradeColumns:
 
 
 def run_grades_get(*, run: Run) -> RunGrades:
-    """Load a run's grades, its responses and their conversations' tags (three to five queries)."""
+    """Load a run's grades, its responses and their conversations' tags (three to six queries)."""
     grade_rows = Grade.objects.filter(run=run).order_by()
     if connection.vendor == "postgresql":
         grade_columns = _grade_columns_aggregated(grade_rows)
