@@ -590,15 +590,10 @@ def _rubric_tag_sums(
         return sums(cell, possible[owner], n_tags), sums(cell, achieved[owner], n_tags)
     cell = rows * n + responses
     row_possible, row_achieved = sums(cell, possible, n_rows), sums(cell, achieved, n_rows)
-    # Each list onto its tags: a tag carried by few lists (a cluster) sums those rows alone,
-    # where a dense 0/1 product would multiply every (tag, list) pair by n responses.
-    tag_possible, tag_achieved = np.zeros((n_tags, n)), np.zeros((n_tags, n))
     owner, codes = _expand(table, np.arange(n_rows, dtype=np.intp))
-    for code in range(n_tags):
-        lists = owner[codes == code]
-        np.sum(row_possible[lists], axis=0, out=tag_possible[code])
-        np.sum(row_achieved[lists], axis=0, out=tag_achieved[code])
-    return tag_possible, tag_achieved
+    membership = np.zeros((n_tags, n_rows))
+    membership[codes, owner] = 1.0
+    return membership @ row_possible, membership @ row_achieved
 
 
 class ResponseScores(TypedDict):
