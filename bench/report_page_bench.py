@@ -23,9 +23,10 @@ requests).
 Also (first, in this process): the finished run's report read back from the database
 (grading.reports.stored), as any process does after a cache flush, beside computing it.
 
-Also first: a running run's report recomputed cold (loading, bootstrap, total; target <= 2 s at
-paper size) beside the code before issue 18 (--recompute-baseline-ref; a Python tuple per
-grade, a resampling per metric), run from a git checkout in a subprocess on the same database.
+Also first: a running run's report recomputed cold (loading, scoring, bootstrap, total, as CPU of
+the process and PostgreSQL beside wall time; target <= 2 s of CPU at paper size, issue 32) beside
+main before this work (--recompute-baseline-ref), each side in a fresh process per round
+(bench/_report_child.py) on the same database, with the bootstrap a new run draws with.
 
 Usage: .venv/bin/python bench/report_page_bench.py [--conversations 5000] [--samples 16] [--reuse]
        [--stored-only] [--recompute-only] [--recompute-rounds 3] [--recompute-baseline-ref REF]
@@ -56,7 +57,8 @@ from bench._server import wait_for_healthz  # noqa: E402
 TARGET_WARM_P95_MS = 300
 PRIMING = 6  # requests per download before the measured ones
 BASELINE_REF = "f2887d2"  # main before issue 15: per-process cache, fingerprint query per request
-RECOMPUTE_BASELINE_REF = "1ff7d93"  # main before issue 18: a tuple per grade, a resampling per metric
+RECOMPUTE_BASELINE_REF = "2806953"  # main before issue 32's report work (1ff7d93: before issue 18)
+CHILD = REPO / "bench" / "_report_child.py"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SECRET_KEY = "bench-report-page-" + "x" * 50
 DOWNLOADS = ("page", "json", "csv")
@@ -355,77 +357,52 @@ def _stored_figures(run, rounds: int) -> None:
     print(f"  ratio: {cold / p95:.0f}x faster at p95")
 
 
-# Run inside a tree of the baseline commit by _baseline_recompute: one cold recompute of the
-# bench run's report with that commit's code (loading, bootstrap, total), as JSON on stdout.
-_BASELINE_RECOMPUTE = """
-import json, sys, time
-import django
-django.setup()
-from grading.models import Run
-from grading.reports import scoring, selectors
-from grading.reports.report import run_report
-run = Run.objects.get(name="bench")
-run_report(run=run)  # untimed: imports and the first query, as this process has done already
-times = {}
-start = time.perf_counter()
-grades = selectors.run_grades_get(run=run)
-times["loading"] = time.perf_counter() - start
-columns = scoring.score_grades(**grades.score_arrays())["metrics"]
-start = time.perf_counter()
-scoring.aggregate_columns(columns, seed=0)
-times["bootstrap"] = time.perf_counter() - start
-start = time.perf_counter()
-run_report(run=run)
-times["total"] = time.perf_counter() - start
-json.dump(times, sys.stdout)
-"""
-
-
-def _baseline_recompute(tree: Path) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    done = subprocess.run(
-        [sys.executable, "-c", _BASELINE_RECOMPUTE], cwd=tree, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode:
-        raise SystemExit(f"the baseline's recompute failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def _recompute_figures(run, rounds: int, baseline_ref: str) -> None:
     """A running run's report recomputed at a progress step (no cache, no stored report): loading
-    the grades, the bootstrap and the whole report. Baseline: the code before issue 18 (a
-    Python tuple per grade, a resampling per metric), checked out from git and run in a
-    subprocess on the same database; ours in this process, warmed the same way. Interleaved
-    round by round."""
-    from grading.models import Run
-    from grading.reports import scoring, selectors
-    from grading.reports.report import run_report
-
+    the grades, scoring, the bootstrap and the whole report, as CPU (the process and its
+    PostgreSQL backend) beside wall time, with the bootstrap a new run draws with. Each side in
+    a fresh process per round (bench/_report_child.py), interleaved round by round: the
+    baseline's code checked out from git, ours from this checkout, on the same database."""
+    url = os.environ["DATABASE_URL"]  # the bench database, set by _data
     tree = _baseline_tree(baseline_ref)
-    run.bootstrap = Run.Bootstrap.SHARED
-    run_report(run=run)  # untimed, as in the baseline's process
-    times: dict[str, dict[str, list[float]]] = {side: defaultdict(list) for side in ("baseline", "new")}
+    measured: dict[str, list[dict]] = {"baseline": [], "new": []}
     try:
         for _ in range(rounds):
-            for part, seconds in _baseline_recompute(tree).items():
-                times["baseline"][part].append(seconds)
-            start = time.perf_counter()
-            grades = selectors.run_grades_get(run=run)
-            times["new"]["loading"].append(time.perf_counter() - start)
-            columns = scoring.score_grades(**grades.score_arrays())["metrics"]
-            start = time.perf_counter()
-            scoring.aggregate_columns(columns, seed=0, method=Run.Bootstrap.SHARED)
-            times["new"]["bootstrap"].append(time.perf_counter() - start)
-            start = time.perf_counter()
-            run_report(run=run)
-            times["new"]["total"].append(time.perf_counter() - start)
+            for side, code in (("baseline", tree), ("new", REPO)):
+                env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(code), "LOG_LEVEL": "WARNING"}
+                done = subprocess.run(
+                    [sys.executable, str(CHILD), "1"], cwd=code, env=env, capture_output=True, text=True, check=False
+                )
+                if done.returncode:
+                    raise SystemExit(f"the {side} recompute failed:\n{done.stderr[-3000:]}")
+                measured[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
     finally:
         shutil.rmtree(tree, ignore_errors=True)
-    print(f"cold recompute of the report (median of {rounds}, interleaved with the baseline, {baseline_ref}):")
-    for part in ("loading", "bootstrap", "total"):
-        before, after = (statistics.median(times[side][part]) for side in ("baseline", "new"))
-        target = " (target <= 2 s on a quiet machine)" if part == "total" else ""
-        print(f"  {part}: {after * 1000:.0f} ms, baseline {before * 1000:.0f} ms, {before / after:.1f}x{target}")
+
+    def median(side: str, part: str, key: str) -> float:
+        return statistics.median(m["rounds"][part][0][key] for m in measured[side])
+
+    def cpu(side: str, part: str) -> float:
+        return statistics.median(
+            m["rounds"][part][0]["process"] + m["rounds"][part][0]["database"] for m in measured[side]
+        )
+
+    print(
+        f"cold recompute of the report (median of {rounds}, interleaved with the baseline, {baseline_ref}); "
+        f"bootstrap: ours {measured['new'][0]['bootstrap']}, baseline {measured['baseline'][0]['bootstrap']}; "
+        f"load {median('new', 'total', 'load'):.1f}:"
+    )
+    for part in ("loading", "scoring", "bootstrap", "total"):
+        target = " (target <= 2 s of CPU)" if part == "total" else ""
+        print(
+            f"  {part:9}: CPU {cpu('new', part):.2f} s (PostgreSQL {median('new', part, 'database'):.2f}), "
+            f"wall {median('new', part, 'wall'):.2f} s; baseline CPU {cpu('baseline', part):.2f} s "
+            f"(PostgreSQL {median('baseline', part, 'database'):.2f}), wall {median('baseline', part, 'wall'):.2f} s; "
+            f"{cpu('baseline', part) / max(cpu('new', part), 1e-3):.1f}x less CPU{target}"
+        )
+    memory = statistics.median(m["memory_mb"] for m in measured["new"])
+    base_memory = statistics.median(m["memory_mb"] for m in measured["baseline"])
+    print(f"  memory added by the report: {memory:.0f} MB, baseline {base_memory:.0f} MB")
 
 
 def main() -> None:

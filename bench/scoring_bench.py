@@ -1,20 +1,30 @@
-"""A paper-size run report from PostgreSQL, beside the reference's own aggregation.
+"""A paper-size run report from PostgreSQL, beside today's code and the reference's aggregation.
 
-The run: 5,000 conversations x 16 samples, median 11 criteria (~880,000 grades), written
-straight into a fresh database with insert_rows (not timed). Timed: grading.reports.report.run_report,
-the function the run_report command, the report page and the downloads call, end to end from
-the database. Baseline: simple-evals' ``_aggregate_get_clipped_mean`` on the same per-example
-metrics, loaded from the reference's source at run time (--reference-dir, default
-$SIMPLE_EVALS_DIR: a checkout, or the bare git mirror), else a plain Python loop that does
-what it does. Target (issue 3): the whole report at least 10x faster, with identical means.
+The run: 5,000 conversations x 16 samples, median 11 criteria (984,528 grades), written straight
+into a fresh database with insert_rows (not timed), and the same at 2x and 4x (--scales).
+Timed: grading.reports.report.run_report, the function the run_report command, the report page
+and the downloads call, end to end from the database, with the bootstrap a new run draws with;
+in a fresh process per side (bench/_report_child.py): this checkout and --baseline-ref (main
+before this work by default, checked out by the bench into a temporary directory), on the same
+database. Printed per side: CPU (the process and its PostgreSQL backend), wall time, load average,
+the CPU of loading, scoring and the bootstrap, and the memory the report added to the process.
 
-Usage: .venv/bin/python bench/scoring_bench.py [--conversations 5000] [--samples 16] [--reference-dir DIR]
+At 1x, also simple-evals' ``_aggregate_get_clipped_mean`` on the same per-example metrics,
+loaded from the reference's source at run time (--reference-dir, default $SIMPLE_EVALS_DIR: a
+checkout, or the bare git mirror), else a plain Python loop that does what it does; its CPU
+beside ours, with identical means. Target (issue 32, item 3): the reference's CPU at least 100x
+ours.
+
+Usage: .venv/bin/python bench/scoring_bench.py [--conversations 5000] [--samples 16] [--scales 1,2,4]
+       [--rounds 3] [--reuse] [--baseline-ref REF] [--reference-dir DIR] [--database NAME]
 """
 
 import argparse
 import importlib.util
+import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,10 +38,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._db import fresh_postgres
+from bench._db import DEFAULT_ADMIN_URL, fresh_postgres
 from bench.generate import WORDS, healthbench_lines
 
 REFERENCE_FILES = ("healthbench_eval.py", "types.py")
+REPO = Path(__file__).resolve().parents[1]
+CHILD = Path(__file__).resolve().parent / "_report_child.py"
+BASELINE_REF = "2806953"  # main before issue 32's report work
+TARGET = 100  # the reference's CPU over ours (issue 32, item 3)
 FAILED_SHARE = 0.0005  # grades that failed: their responses are left out, as in a real run
 
 
@@ -202,85 +216,159 @@ def per_example_metrics(run):
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--conversations", type=int, default=5000)
-    parser.add_argument("--samples", type=int, default=16)
-    parser.add_argument("--database", default="healthbench_bench_scoring")
-    parser.add_argument("--reference-dir", default=os.environ.get("SIMPLE_EVALS_DIR"))
-    parser.add_argument("--repeat", type=int, default=3, help="time run_report this many times, report the best")
-    args = parser.parse_args()
+def _run_exists(url: str) -> bool:
+    import psycopg
 
+    try:
+        with psycopg.connect(url) as conn:
+            return conn.execute("SELECT count(*) FROM grading_run WHERE name = 'bench'").fetchone() == (1,)
+    except psycopg.Error:
+        return False
+
+
+def _database(args, scale: int) -> str:
+    """The scale's database, built by a fresh process unless --reuse finds it built; migrated."""
+    name = args.database if scale == 1 else f"{args.database}_x{scale}"
+    url = f"{os.environ.get('BENCH_ADMIN_DATABASE_URL', DEFAULT_ADMIN_URL).rsplit('/', 1)[0]}/{name}"
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "healthbench_web.settings"}
+    if args.reuse and _run_exists(url):
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True)
+    else:
+        command = [sys.executable, __file__, "--build-only", "--database", name]
+        command += ["--conversations", str(args.conversations * scale), "--samples", str(args.samples)]
+        subprocess.run(command, cwd=REPO, env=env, check=True)
+    return url
+
+
+def _build(args) -> None:
     fresh_postgres(args.database)
-    from grading.reports.report import run_report, run_report_cached
-    from grading.reports.selectors import run_grades_get
-
     start = time.perf_counter()
-    run, n_grades = load_run(args.conversations, args.samples)
+    _, n_grades = load_run(args.conversations, args.samples)
     from django.db import connection
 
     with connection.cursor() as cursor:
         # What autovacuum does soon after a bulk load: planner statistics and the visibility map.
         cursor.execute("VACUUM ANALYZE")
-    print(
-        f"run: {args.conversations} conversations x {args.samples} samples = "
-        f"{args.conversations * args.samples} responses, "
-        f"{n_grades} grades (loaded in {time.perf_counter() - start:.1f} s, not timed)"
+    print(f"built {args.database}: {n_grades} grades in {time.perf_counter() - start:.0f} s (not timed)")
+
+
+def _measure(tree: Path, url: str, rounds: int) -> dict:
+    """The report timed by bench/_report_child.py with the code of `tree` (see there)."""
+    env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(tree), "LOG_LEVEL": "WARNING"}
+    done = subprocess.run(
+        [sys.executable, str(CHILD), str(rounds)], cwd=tree, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode:
+        raise SystemExit(f"timing the report in {tree} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _median(figures: list[dict], key: str) -> float:
+    return statistics.median(f[key] for f in figures)
+
+
+def _cpu(figures: list[dict]) -> float:
+    return statistics.median(f["process"] + f["database"] for f in figures)
+
+
+def _line(side: str, measured: dict) -> str:
+    rounds = measured["rounds"]
+    total = rounds["total"]
+    parts = ", ".join(f"{part} {_cpu(rounds[part]):.2f}" for part in ("loading", "scoring", "bootstrap"))
+    return (
+        f"  {side:9} CPU {_cpu(total):5.2f} s (process {_median(total, 'process'):.2f} + PostgreSQL "
+        f"{_median(total, 'database'):.2f}), wall {_median(total, 'wall'):5.2f} s, load {_median(total, 'load'):4.1f}; "
+        f"CPU of its parts: {parts} s; memory +{measured['memory_mb']:.0f} MB ({measured['bootstrap']} bootstrap)"
     )
 
-    timings = []
-    for _ in range(args.repeat):
-        start = time.perf_counter()
-        report = run_report(run=run, seed=0)
-        timings.append(time.perf_counter() - start)
-    ours = min(timings)
-    start = time.perf_counter()
-    run_grades_get(run=run)
-    load_seconds = time.perf_counter() - start
-    run_report_cached(run=run)
-    start = time.perf_counter()
-    run_report_cached(run=run)
-    cached_seconds = time.perf_counter() - start
-    data = report.data
-    print(f"report: score {data['score']:.4f}, {len(data['metrics']) // 3} metrics, counts {data['counts']}")
 
-    per_example = per_example_metrics(run)
+def _baseline_tree(ref: str) -> Path:
+    tree = Path(tempfile.mkdtemp(prefix="scoring-bench-baseline-"))
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def _reference_figures(args, url: str, ours: dict) -> None:
+    """The reference's aggregation on the same per-example metrics, in this process (1x only)."""
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "healthbench_web.settings")
+    import django
+
+    django.setup()
+    from grading.models import Run
+
+    per_example = per_example_metrics(Run.objects.get(name="bench"))
     loaded = load_reference(args.reference_dir)
     np.random.seed(0)
-    start = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     if loaded is not None:
         aggregate, SingleEvalResult = loaded
         results = [SingleEvalResult(score=m["overall_score"], metrics=m) for m in per_example]
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         result = aggregate(results)
-        baseline_seconds = time.perf_counter() - start
         reference = {**result.metrics, "score": result.score}
         baseline = f"simple-evals _aggregate_get_clipped_mean ({args.reference_dir})"
     else:
         reference = plain_aggregate(per_example)
-        baseline_seconds = time.perf_counter() - start
         baseline = "plain Python loop doing what _aggregate_get_clipped_mean does (reference not importable)"
+    cpu, wall, load = time.process_time() - cpu, time.perf_counter() - wall, os.getloadavg()[0]
 
-    ours_metrics = {**data["metrics"], "score": data["score"]}
+    ours_metrics = {**ours["metrics"], "score": ours["score"]}
     assert ours_metrics.keys() == reference.keys(), sorted(ours_metrics.keys() ^ reference.keys())
     means = [k for k in reference if not k.endswith((":n_samples", ":bootstrap_std"))]
     assert all(ours_metrics[f"{k}:n_samples"] == reference[f"{k}:n_samples"] for k in means if k != "score")
     largest = max(abs(float(ours_metrics[k]) - float(reference[k])) for k in means)
     stds = [k for k in means if reference[f"{k}:n_samples"] >= 100 and reference[f"{k}:bootstrap_std"] > 1e-3]
     std_ratio = max(abs(ours_metrics[f"{k}:bootstrap_std"] / reference[f"{k}:bootstrap_std"] - 1) for k in stds)
-
-    print(f"baseline  {baseline}")
-    print(f"          on the same {len(per_example)} per-example metric dicts      {baseline_seconds:8.2f} s")
+    ours_cpu = _cpu(ours["rounds"]["total"])
+    print(f"  reference {baseline}")
     print(
-        f"ours      run_report from PostgreSQL, end to end (best of {args.repeat}: "
-        f"{', '.join(f'{t:.2f}' for t in timings)})  {ours:8.2f} s   of which loading {load_seconds:.2f} s"
+        f"            on the same {len(per_example)} per-example metric dicts: "
+        f"CPU {cpu:.1f} s, wall {wall:.1f} s, load {load:.1f}"
     )
-    print(f"ratio     {baseline_seconds / ours:.1f}x faster (target >= 10x)")
-    print(f"page      report from the cache (fingerprint query + cache get) {cached_seconds * 1000:.0f} ms")
-    print(f"means     {len(means)} compared, largest difference {largest:.3g} (n_samples all equal)")
-    print(f"stds      largest relative difference of bootstrap stds (n >= 100) {std_ratio:.1%} (independent resamples)")
-    ok = baseline_seconds >= 10 * ours and largest <= 1e-12
-    print("target met" if ok else "TARGET MISSED")
+    print(f"  ratio     the reference's CPU / ours (process + PostgreSQL): {cpu / ours_cpu:.1f}x (target >= {TARGET}x)")
+    print(f"  means     {len(means)} compared, largest difference {largest:.3g} (n_samples all equal)")
+    print(f"  stds      largest relative difference of bootstrap stds (n >= 100) {std_ratio:.1%} (other resamples)")
+    print("  target met" if cpu >= TARGET * ours_cpu and largest <= 1e-12 else "  TARGET MISSED")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--conversations", type=int, default=5000)
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--database", default="healthbench_bench_scoring")
+    parser.add_argument("--reference-dir", default=os.environ.get("SIMPLE_EVALS_DIR"))
+    parser.add_argument("--rounds", type=int, default=3, help="time the report this many times per side, median")
+    parser.add_argument("--scales", default="1,2,4", help="multiples of --conversations to time, e.g. 1,2")
+    parser.add_argument("--baseline-ref", default=BASELINE_REF, help="the code the report is timed beside")
+    parser.add_argument("--reuse", action="store_true", help="reuse each scale's database when it holds the run")
+    parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.build_only:
+        _build(args)
+        return
+
+    tree = _baseline_tree(args.baseline_ref)
+    try:
+        for scale in (int(s) for s in args.scales.split(",")):
+            url = _database(args, scale)
+            base = _measure(tree, url, args.rounds)
+            ours = _measure(REPO, url, args.rounds)
+            print(
+                f"{scale}x: {args.conversations * scale} conversations x {args.samples} samples ({ours['grades']:,} "
+                f"grades), the report from PostgreSQL, median of {args.rounds} per side"
+            )
+            print(_line("baseline", base) + f" [{args.baseline_ref}]")
+            print(_line("ours", ours))
+            print(
+                f"  ratio     CPU {_cpu(base['rounds']['total']) / _cpu(ours['rounds']['total']):.2f}x less than "
+                f"the baseline's; memory {ours['memory_mb'] / max(base['memory_mb'], 1):.2f}x"
+            )
+            if scale == 1:
+                _reference_figures(args, url, ours)
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -44,9 +44,10 @@ class LengthAdjustmentSerializer(serializers.Serializer):
 
 class BootstrapSerializer(serializers.Serializer):
     method = serializers.ChoiceField(
-        choices=["multinomial", "shared", "per-metric"],
-        help_text="multinomial: the reference's draw (n of n with replacement), one resampling per set of "
-        "examples; shared: Poisson weights (runs recorded before it, high at small n); per-metric: older runs",
+        choices=["one-draw", "multinomial", "shared", "per-metric"],
+        help_text="one-draw: the reference's draw (n of n with replacement), every metric's from one draw of the "
+        "examples per resample; multinomial: the same, one resampling per set of examples (runs recorded "
+        "before it); shared: Poisson weights (older runs, high at small n); per-metric: older runs",
     )
     description = serializers.CharField()
 

@@ -104,20 +104,36 @@ def test_the_references_own_bootstrap_has_the_expected_square(n, clipped):
     assert mean_square / expected_square(values) == pytest.approx(1, abs=4 * math.sqrt(2 / B / calls))
 
 
+# The draw of new runs (one draw of the examples per resample, issue 32) and that of the runs
+# recorded since issue 27 (a multinomial draw per set of examples).
+METHODS = (scoring.ONE_DRAW, scoring.MULTINOMIAL)
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize(("n", "clipped"), list(cases()))
-def test_the_products_bootstrap_is_the_references(n, clipped):
+def test_the_products_bootstrap_is_the_references(n, clipped, method):
     values = values_of(n, clipped=clipped)
-    assert product_square(values, scoring.MULTINOMIAL) / expected_square(values) == pytest.approx(1, abs=BOUND)
+    assert product_square(values, method) / expected_square(values) == pytest.approx(1, abs=BOUND)
 
 
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("n", [2, 3, 5, 10])
-def test_a_metric_of_a_few_examples_is_resampled_as_the_reference_resamples_it(n):
+def test_a_metric_of_a_few_examples_is_resampled_as_the_reference_resamples_it(n, method):
     # A cluster or theme score present on n of n + 200 examples: the reference resamples its
     # n values, n of n, whatever the run's other metrics; so does the product.
     values = values_of(n, clipped=False)
-    assert product_square(values, scoring.MULTINOMIAL, among=200) / expected_square(values) == pytest.approx(
-        1, abs=BOUND
-    )
+    assert product_square(values, method, among=200) / expected_square(values) == pytest.approx(1, abs=BOUND)
+
+
+@pytest.mark.parametrize(("n", "among", "clipped"), [(3, 3, True), (5, 10, True), (10, 5, False), (50, 150, False)])
+def test_a_metric_of_part_of_the_examples_is_resampled_as_the_reference_resamples_it(n, among, clipped):
+    # A theme or an axis present on n of n + among examples takes part in the one draw of the
+    # run's examples: its first n draws among its own examples, topped up with fresh ones when
+    # fewer fell there. Both happen in every case here, and its resamples are still n of n.
+    values = values_of(n, clipped=clipped)
+    assert n * 16 >= n + among  # in the one draw, not resampled on its own
+    ratio = product_square(values, scoring.ONE_DRAW, among=among) / expected_square(values)
+    assert ratio == pytest.approx(1, abs=BOUND)
 
 
 def test_the_poisson_draw_runs_used_before_fails_this_test():

@@ -200,12 +200,13 @@ def test_the_report_is_computed_once_until_the_run_moves_on(researcher, run, mon
 
 def test_query_counts_stay_fixed(researcher, run, django_assert_max_num_queries):
     url = reverse("report_detail", args=[run.code])
-    # Session, user, role, run, grades, responses, conversations, the page's rows, the
+    # Session, user, role, run, grades (on PostgreSQL grouped by their tag list's hash, then the
+    # lists read from each group's first grade), responses, conversations, the page's rows, the
     # finished run's report kept in the database (looked up, then written in a savepoint),
     # whether the run has a calibration sample, and the drift notice's baseline recorded once
     # (grading.drift: in a savepoint, the run locked, the run's items, the conversations'
     # rubric versions and live criteria, its rows written, the run marked, then their sums).
-    with django_assert_max_num_queries(23):
+    with django_assert_max_num_queries(24):
         researcher.get(url)
     # From the cache: session, user, role, run, the drift notice's sums, the page's rows, and
     # whether the run has a calibration sample.
@@ -221,10 +222,10 @@ def test_query_counts_stay_fixed(researcher, run, django_assert_max_num_queries)
 def test_the_report_says_which_bootstrap_drew_its_stds(researcher, run):
     # Every new run draws them as the reference does; a run recorded with the Poisson draw keeps
     # it, and its report says so on the page, in the JSON and in the CSV.
-    assert run.bootstrap == Run.Bootstrap.MULTINOMIAL
+    assert run.bootstrap == Run.Bootstrap.ONE_DRAW
     page = researcher.get(reverse("report_detail", args=[run.code])).content.decode()
     assert "drawn with replacement (the reference&#x27;s draw)" in page
-    assert "<code>multinomial</code>" in page
+    assert "<code>one-draw</code>" in page
     Run.objects.filter(id=run.id).update(bootstrap=Run.Bootstrap.SHARED)
     document = json.loads(researcher.get(reverse("report_json", args=[run.code])).content)
     assert document["bootstrap"]["method"] == "shared"

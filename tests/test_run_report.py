@@ -21,6 +21,7 @@ from annotation.services.subset_versions import subset_version_freeze
 from grading.models import Grade, Response, Run
 from grading.reports import scoring
 from grading.reports.report import run_report
+from grading.reports.selectors import run_grades_get
 from tests import healthbench_rows as rows
 from tests.conftest import sample_file
 from tests.test_import_run import graded_row, import_dataset, import_run, result_example, write_results
@@ -357,7 +358,7 @@ def test_csv_has_one_row_per_metric_with_score_first(db, tmp_path):
     # After the metrics, how their stds were drawn and whose responses they are (an imported
     # run has no grader rows, and its responses are stored ones with no model name).
     assert table[-3:] == [
-        {"name": "bootstrap:method", "value": "multinomial", "n_samples": "", "bootstrap_std": ""},
+        {"name": "bootstrap:method", "value": "one-draw", "n_samples": "", "bootstrap_std": ""},
         {"name": "responses:origin", "value": "stored", "n_samples": "", "bootstrap_std": ""},
         {"name": "responses:model", "value": "", "n_samples": "", "bootstrap_std": ""},
     ]
@@ -397,7 +398,7 @@ def test_an_unknown_run_is_an_error(db):
 
 def test_a_run_recorded_before_the_shared_bootstrap_keeps_its_numbers(db, tmp_path):
     run = import_fixture("mixed", tmp_path)
-    assert run.bootstrap == Run.Bootstrap.MULTINOMIAL  # every new run
+    assert run.bootstrap == Run.Bootstrap.ONE_DRAW  # every new run
     # The migration gives the runs already recorded the per-metric draw they were reported with.
     assert Run._meta.get_field("bootstrap").db_default == Run.Bootstrap.PER_METRIC
     shared = run_report(run=run).data
@@ -411,6 +412,21 @@ def test_a_run_recorded_before_the_shared_bootstrap_keeps_its_numbers(db, tmp_pa
         k: v for k, v in old["metrics"].items() if not k.endswith(":bootstrap_std")
     }
     assert shared["metrics"]["overall_score:bootstrap_std"] != old["metrics"]["overall_score:bootstrap_std"]
+
+
+def test_a_run_recorded_with_the_multinomial_draw_per_set_keeps_its_numbers(db, tmp_path):
+    # Runs recorded between issues 27 and 32 keep the draws they were reported with: the one
+    # draw has the same distribution, but other random numbers.
+    run = import_fixture("mixed", tmp_path)
+    one_draw = run_report(run=run).data
+    Run.objects.filter(id=run.id).update(bootstrap=Run.Bootstrap.MULTINOMIAL)
+    run.refresh_from_db()
+    report = run_report(run=run).data
+    columns = scoring.score_grades(**run_grades_get(run=run).score_arrays())["metrics"]
+    expected = scoring.aggregate_columns(columns, seed=0, method=scoring.MULTINOMIAL)
+    assert {k: v for k, v in report["metrics"].items() if not k.startswith("score")} == expected
+    assert report["bootstrap"]["method"] == "multinomial"
+    assert report["metrics"]["overall_score:bootstrap_std"] != one_draw["metrics"]["overall_score:bootstrap_std"]
 
 
 def test_a_run_recorded_with_the_poisson_bootstrap_keeps_its_numbers(db, tmp_path):

@@ -122,6 +122,7 @@ class Run(models.Model):
         EARLIER = "earlier", "without the policy's system message, every rubric item as [points] text"
 
     class Bootstrap(models.TextChoices):
+        ONE_DRAW = "one-draw", "n of n with replacement, as the reference draws, from one draw per resample"
         MULTINOMIAL = "multinomial", "n of n with replacement, as the reference draws"
         SHARED = "shared", "Poisson weights shared by every metric"
         PER_METRIC = "per-metric", "one resampling per metric"
@@ -169,9 +170,10 @@ class Run(models.Model):
     length_penalty = models.FloatField(default=DEFAULT_LENGTH_PENALTY)
     # How the report draws its bootstrap stds (grading.reports.scoring): a run's numbers never
     # change, so the runs recorded before the shared resampling keep one resampling per metric,
-    # and those recorded with the Poisson-weighted one keep it.
+    # and those recorded with the Poisson-weighted one keep it; so do those recorded with a
+    # multinomial draw per set of examples (issue 27), whose draws the one draw does not repeat.
     bootstrap = models.CharField(
-        max_length=16, choices=Bootstrap.choices, default=Bootstrap.MULTINOMIAL, db_default=Bootstrap.PER_METRIC
+        max_length=16, choices=Bootstrap.choices, default=Bootstrap.ONE_DRAW, db_default=Bootstrap.PER_METRIC
     )
     # Fixed at launch, so a run resumed after an upgrade sends the prompts it started with.
     prompt_filling = models.CharField(
@@ -277,6 +279,21 @@ class RunBatch(models.Model):
         return f"{self.run} batch {self.number} ({self.status})"
 
 
+class TagsKey(models.Func):
+    """A 64-bit hash of a grade's tag list, kept by PostgreSQL: a report groups a run's grades by
+    their tag list (a run has a few dozen), and hashing the JSON of a million grades at each
+    progress step cost the database more than reading all their other columns. Two different
+    lists of one run would have to share a 64-bit hash to be confused (odds of about 1e-16 at
+    40 lists). SQLite reads its reports a row at a time and keeps the text's length instead."""
+
+    function = "jsonb_hash_extended"
+    template = "%(function)s(%(expressions)s, 0)"
+    output_field = models.BigIntegerField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, template="length(%(expressions)s)", **extra_context)
+
+
 class Grade(models.Model):
     """A grader's decision on one (response, criterion) in one run.
 
@@ -339,6 +356,7 @@ class Grade(models.Model):
     # that came from elsewhere (imported), which no request of ours can match.
     request_key = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: no request of ours
     created = models.DateTimeField(auto_now_add=True)
+    tags_key = models.GeneratedField(expression=TagsKey("tags"), output_field=models.BigIntegerField(), db_persist=True)
 
     class Meta:
         constraints = [
@@ -355,8 +373,14 @@ class Grade(models.Model):
             ),
         ]
         indexes = [
-            # All grades of one run, for reports.
-            models.Index(fields=["run", "response"], name="grade_run_response"),
+            # All grades of one run, for reports: with the columns a report reads, so that
+            # PostgreSQL reads them from the index alone, not from rows that carry the
+            # criterion's text and the grader's explanation (SQLite ignores `include`).
+            models.Index(
+                fields=["run", "response"],
+                include=["id", "points", "met", "reused", "tags_key"],
+                name="grade_run_response_report",
+            ),
             # The grade cache: a stored grade of an identical request.
             models.Index(fields=["request_key"], name="grade_request_key"),
         ]

@@ -20,13 +20,14 @@ from django.db.models import (
     BinaryField,
     Case,
     F,
+    IntegerField,
     Min,
     QuerySet,
     TextField,
     Value,
     When,
 )
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 
 from annotation.formats.validation import loads_repaired
 from annotation.models import Conversation
@@ -228,20 +229,28 @@ def _grade_columns_aggregated(grades: QuerySet) -> GradeColumns:
     dozen): each grade packed into one bigint by the database and each group's bigints sent as
     one run of bytes that numpy reads in place, instead of a Python tuple per grade, which was
     most of the cost of loading a paper-size run. Groups come in the order of their first
-    grade, the order a row-by-row read meets their tag lists (that order numbers the tags)."""
+    grade, the order a row-by-row read meets their tag lists (that order numbers the tags).
+
+    Grouped by the tag list's hash (Grade.tags_key), not its JSON, and packed from columns the
+    (run, response) index holds, so the database reads the index alone and hashes no JSON; the
+    lists themselves are then read from each group's first grade."""
+    # A grade is failed exactly when `met` is NULL (the constraint grade_met_iff_graded): its
+    # code is MISSING, and the codes plus one are 0, 1, 2 for MISSING, NOT_MET, MET.
+    met_code_plus_one = Coalesce(Cast("met", IntegerField()) + 1, Value(0), output_field=BigIntegerField())
     packed = (
         (Cast("response_id", BigIntegerField()) * (1 << _POINTS_BITS) + F("points") + _POINTS_OFFSET)
         * (1 << _FLAG_BITS)
-        + _flag("reused", 4)
-        + _met_code()
-        + 1
+        + Cast("reused", IntegerField()) * 4
+        + met_code_plus_one
     )
     # Sorted here, not by the database: an ORDER BY would sort the arrays along with the groups.
-    groups = sorted(
-        grades.values("tags").annotate(first=Min("id"), packed=_Bigints(packed)).values_list("first", "tags", "packed")
+    keyed = sorted(
+        grades.values("tags_key").annotate(first=Min("id"), packed=_Bigints(packed)).values_list("first", "packed")
     )
-    if not groups:
+    if not keyed:
         return np.empty(0, np.int64), np.empty(0), np.empty(0, np.int8), np.empty(0, np.intp), [], 0
+    tags_of = dict(Grade.objects.filter(id__in=[first for first, _ in keyed]).values_list("id", "tags"))
+    groups = [(first, tags_of[first], data) for first, data in keyed]
     arrays = [_bigints(data) for _, _, data in groups]
     values = np.concatenate(arrays)
     met = ((values & 3) - 1).astype(np.int8)
@@ -257,7 +266,7 @@ def _grade_columns_aggregated(grades: QuerySet) -> GradeColumns:
 
 
 def run_grades_get(*, run: Run) -> RunGrades:
-    """Load a run's grades, its responses and their conversations' tags (three to five queries)."""
+    """Load a run's grades, its responses and their conversations' tags (three to six queries)."""
     grade_rows = Grade.objects.filter(run=run).order_by()
     if connection.vendor == "postgresql":
         grade_columns = _grade_columns_aggregated(grade_rows)
