@@ -310,6 +310,7 @@ def _insert_ideals(ideal_rows: list[tuple[HealthBenchRow, int]], codes: Iterator
             for r, cid in ideal_rows
             if r.ideal is not None
         ],
+        ids=False,
     )
 
 
@@ -365,7 +366,7 @@ def _store_chunk(rows: list[HealthBenchRow], state: _FileState) -> None:
     criterion_rows = [_criterion_row(cid, pos, item, catalogue, now) for cid, pos, item in merged_criteria]
     for row, cid in zip(new_rows, new_ids, strict=True):
         criterion_rows.extend(_criterion_row(cid, i, item, catalogue, now) for i, item in enumerate(row.rubrics))
-    insert_rows(Criterion, Criterion.INSERT_COLUMNS, criterion_rows)
+    insert_rows(Criterion, Criterion.INSERT_COLUMNS, criterion_rows, ids=False)
     # New conversations start at version 0; merged ones gained or refreshed criteria.
     rubric_changed([cid for cid, _, _ in merged_criteria] + [stored_of[pk] for pk, _ in refreshed])
     Criterion.objects.bulk_update(moved, ["position"], batch_size=1000)
@@ -425,5 +426,5 @@ def _add_members(name: str, kind: str, conversation_ids: list[int], now, summary
             )
         )
     new = [(subset.id, cid, now) for cid in conversation_ids if cid not in present]
-    insert_rows(SubsetMember, SubsetMember.INSERT_COLUMNS, new)
+    insert_rows(SubsetMember, SubsetMember.INSERT_COLUMNS, new, ids=False)
     return len(new)
