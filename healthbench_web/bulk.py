@@ -35,6 +35,14 @@ def new_codes(n: int) -> list[str]:
 
 
 def db_now() -> Any:
+    """The current time as a value of insert_rows' rows, for their timestamp columns.
+
+    On PostgreSQL it is ISO-8601 text with its offset, which COPY hands to the column as it
+    is: given a datetime, psycopg formats it again for every row, a quarter of the client's
+    work per criterion of an import (README, Benchmarks, issue 32).
+    """
+    if connection.vendor == "postgresql":
+        return timezone.now().isoformat()
     return connection.ops.adapt_datetimefield_value(timezone.now())
 
 

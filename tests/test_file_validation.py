@@ -62,6 +62,47 @@ def test_deep_nesting_is_refused_without_recursion():
     assert v.decode_json("[" * 32 + "]" * 32) is not None
 
 
+def _outcome(decode):
+    try:
+        return ("value", decode())
+    except v.JsonProblem as problem:
+        return ("problem", problem.field, problem.message)
+    except json.JSONDecodeError as error:
+        return ("not json", error.msg, error.pos)
+    except ValueError as error:
+        return ("refused by the check", str(error))
+
+
+def _only_a_string_at_a(value):
+    # Refuses anything but {"a": "<text>"}, so it refuses every value nested deeper than 2 levels.
+    if not isinstance(value, dict) or set(value) != {"a"} or not isinstance(value["a"], str):
+        raise ValueError("not a string at a")
+    return value["a"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": "x"}',
+        '{"a": 1}',
+        '{"a": ' + "[" * 40 + "]" * 40 + "}",  # too deep and refused by the check: too deep wins
+        "[" * 5_000 + "]" * 5_000,  # past the interpreter's recursion limit
+        '{"a": "x", "a": "y"}',
+        '{"a": {"b": 1, "b": 2}}',
+        '{"a": "x\u0000"}',
+        '{"a": "\ud800"}',
+        '{"a": ["\ud800"], "a": 1}',
+        '{"a": "x"',
+        "",
+    ],
+)
+def test_decode_json_then_refuses_what_decode_json_and_then_the_check_refuse(text):
+    # The quick path skips the depth walk only for what the check takes.
+    expected = _outcome(lambda: _only_a_string_at_a(v.decode_json(text)))
+    assert _outcome(lambda: v.decode_json_then(text, _only_a_string_at_a)) == expected
+    assert expected[0] in ("value", "problem", "not json", "refused by the check")
+
+
 def test_brackets_inside_strings_do_not_count_as_nesting():
     text = json.dumps({"text": "[" * 500 + '\\" {{{' + "]" * 3})
     assert v.decode_json(text)["text"].startswith("[[[")
