@@ -11,8 +11,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django_htmx.middleware import HtmxDetails
 
-from annotation.models import Assignment, ConsensusCriterion, Conversation, Criterion, Physician, Subset
-from annotation.selectors.tasks import wrote_rubric
+from annotation.models import Assignment, ConsensusCriterion, Conversation, Criterion, GoldItem, Physician, Subset
+from annotation.task_kinds import kind_of
+from annotation.task_kinds.base import TaskKind
+from annotation.task_kinds.rubric import KIND as RUBRIC
 
 WORKING = (Physician.Status.TRIAL, Physician.Status.ACTIVE)
 
@@ -83,31 +85,36 @@ def get_conversation_for_reader(request: HttpRequest, code) -> Conversation:
         raise Http404("No such conversation") from None
 
 
-def get_task(request: HttpRequest, code, kind: str) -> Assignment:
-    """The signed-in physician's own task of `kind` for conversation `code`."""
+def get_task(request: HttpRequest, code, kind: TaskKind) -> Assignment:
+    """The signed-in physician's own task of `kind` that its page at `code` shows (the kind's
+    `own_task`: by the conversation's code, or the task's own for labeling). A task of a kind
+    with a `conflict` rule must be checked with `task_conflict` before it is shown."""
     physician = require_working_physician(request)
     try:
-        task = (
-            Assignment.objects.select_related("conversation")
-            .exclude(status__in=Assignment.INACTIVE)
-            .get(physician=physician, kind=kind, conversation__code=code)
-        )
+        task = kind.own_task(physician, code)
     except (Assignment.DoesNotExist, ValueError):
-        raise Http404("You have no such task") from None
+        raise Http404(kind.missing) from None
     task.physician = physician  # already loaded: spare the join
     return task
 
 
-def get_rubric_task_rw(request: HttpRequest, code) -> Assignment:
-    task = get_task(request, code, Assignment.Kind.RUBRIC)
-    if task.is_done:
-        raise PermissionDenied("This rubric was submitted and can no longer be changed.")
+def get_task_rw(request: HttpRequest, code, kind: TaskKind) -> Assignment:
+    """The physician's own task, refused when its kind closes it (a submitted rubric)."""
+    task = get_task(request, code, kind)
+    if (closed := kind.closed(task)) is not None:
+        raise PermissionDenied(closed)
     return task
+
+
+def task_conflict(task: Assignment) -> bool:
+    """Whether the task may not be done by its physician although they hold it (its kind's
+    `conflict`: a labeling item withdrawn, or on a rubric they wrote)."""
+    return kind_of(task.kind).conflict(task)
 
 
 def get_criterion_for_author_rw(request: HttpRequest, code, criterion_id: int) -> tuple[Assignment, Criterion]:
     """A criterion the physician wrote on a rubric they are still writing."""
-    task = get_rubric_task_rw(request, code)
+    task = get_task_rw(request, code, RUBRIC)
     try:
         criterion = Criterion.objects.get(
             id=criterion_id, conversation=task.conversation, author=task.physician, level=Criterion.Level.EXAMPLE
@@ -123,32 +130,6 @@ def get_consensus_criterion_for_task(task: Assignment, code) -> ConsensusCriteri
         return ConsensusCriterion.objects.get(code=code, theme=task.conversation.theme)
     except (ConsensusCriterion.DoesNotExist, ValueError):
         raise Http404("No such consensus criterion for this conversation") from None
-
-
-def get_label_task(request: HttpRequest, code) -> Assignment:
-    """The physician's own labeling item, withdrawn ones included so the page can say why.
-
-    The caller must check `label_conflict(task)` before showing the item: a physician never
-    labels responses against a rubric they wrote.
-    """
-    physician = require_working_physician(request)
-    try:
-        task = (
-            Assignment.objects.select_related("conversation", "response", "criterion")
-            .exclude(status=Assignment.Status.CANCELLED)
-            .get(code=code, physician=physician, kind=Assignment.Kind.LABEL)
-        )
-    except (Assignment.DoesNotExist, ValueError):
-        raise Http404("You have no such labeling item") from None
-    task.physician = physician
-    return task
-
-
-def label_conflict(task: Assignment) -> bool:
-    """Whether the item may not be labeled by its physician: withdrawn, or on a rubric they wrote."""
-    if task.status == Assignment.Status.WITHDRAWN:
-        return True
-    return wrote_rubric(physician=task.physician, conversation=task.conversation)
 
 
 def get_physician_for_curator_rw(request: HttpRequest, code) -> tuple[Physician | None, Physician]:
@@ -176,3 +157,13 @@ def get_subset_for(request: HttpRequest, name: str, *roles: str) -> Subset:
         return Subset.objects.get(name=name)
     except Subset.DoesNotExist:
         raise Http404("No such subset") from None
+
+
+def get_gold_item_for_curator(request: HttpRequest, gold_id: int) -> GoldItem:
+    """A gold item, for curators only: its known answer is never shown to anyone else."""
+    require_curator(request)
+    related = ("conversation", "response", "criterion", "consensus_criterion")
+    try:
+        return GoldItem.objects.select_related(*related).get(id=gold_id)
+    except GoldItem.DoesNotExist:
+        raise Http404("No such gold item") from None

@@ -49,6 +49,8 @@ urlpatterns = [
     path("curator/assignments/", views_curation.assignments, name="assignments"),
     path("curator/physicians/", views_curation.physicians, name="physicians"),
     path("curator/gold/", views_gold.gold_items, name="gold_items"),
+    path("curator/gold/<int:gold_id>/edit/", views_gold.gold_item_edit, name="gold_item_edit"),
+    path("curator/gold/<int:gold_id>/remove/", views_gold.gold_item_remove_view, name="gold_item_remove"),
     path("curator/physicians/link/", views_curation.physician_link, name="physician_link"),
     path("curator/physicians/<uuid:code>/status/", views_curation.physician_status, name="physician_status"),
     # Curators' data pages: import, subsets, consensus overview, statistics.

@@ -6,6 +6,8 @@ Each is checked for sideways scrolling and with axe-core (tests/browser_walk.py)
 import pytest
 from django.core.cache import cache
 
+from annotation.models import Criterion, GoldAnswer, GoldItem
+from grading.models import Response
 from tests.browser_walk import WIDTHS, browser_marks, physician_named
 from tests.physician_programme import planted_programme
 
@@ -35,3 +37,32 @@ def test_the_quality_pages_pass_axe_and_fit_the_window(visit, width):
     physician.go(f"/physicians/{own.code}/quality/")
     assert "All physicians" not in physician.text()
     physician.shot("physician-quality-own")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_gold_pages_pass_axe_and_fit_the_window(visit, width):
+    """Marking, editing (with the confirmation a changed known answer needs) and removing."""
+    curator = visit("curator", width)
+    criterion = Criterion.objects.filter(level=Criterion.Level.CLUSTER, conversation__responses__isnull=False).first()
+    assert criterion is not None, "the demo has a response on a conversation with an attached consensus criterion"
+    response = Response.objects.filter(conversation=criterion.conversation_id).first()
+    gold = GoldItem.objects.create(
+        conversation_id=criterion.conversation_id, response=response, criterion=criterion, answer=True, rationale="Why."
+    )
+    GoldAnswer.objects.create(gold=gold, physician=physician_named("physician"), answer=True)
+    curator.go("/curator/gold/")
+    page = curator.go(f"/curator/gold/?conversation={criterion.conversation.prompt_id}")
+    assert page.locator("form.gold-form").count() == 1
+    page = curator.go(f"/curator/gold/{gold.id}/edit/")
+    page.check("#id_known_1")
+    page.click("form.gold-form button[type=submit]")
+    curator.check("a changed known answer, to confirm")
+    assert "1 matches the known answer now" in curator.text()
+    page.click("#confirm-change button[type=submit]")
+    curator.check("changed")
+    assert "Gold item changed: known answer not met." in curator.text()
+    page = curator.go(f"/curator/gold/{gold.id}/remove/")
+    page.click("button.danger-fill")
+    curator.check("removed")
+    assert "Gold mark removed" in curator.text()
+    assert not GoldItem.objects.filter(id=gold.id).exists()

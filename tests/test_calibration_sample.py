@@ -11,8 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Assignment, Conversation, Physician
-from annotation.services.assignments import rubric_writers
 from annotation.services.labels import label_record
+from annotation.task_kinds.rubric import writers as rubric_writers
 from grading.calibration.population import grader_scores
 from grading.calibration.ppi import ppi_mean
 from grading.calibration.report import calibration_csv, calibration_report, physician_scores

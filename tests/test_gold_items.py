@@ -1,6 +1,7 @@
 """Gold items: curators mark items with a known answer; physicians on trial get a share of them
 among their tasks, see the answer only after theirs, and their gold accuracy is counted."""
 
+import re
 from typing import Any
 
 import pytest
@@ -302,3 +303,97 @@ def test_the_assignment_preview_counts_the_gold_items(world):
     )
     assert "Of these, 2 gold items for physicians on trial" in page.text
     assert "Assign 4 tasks" in page.text
+
+
+# --- changing and removing -------------------------------------------------------------------------
+
+
+def _answered_gold(world) -> tuple[GoldItem, Any]:
+    """The first labeling gold item (known: met), answered "met" by the physician on trial."""
+    first, _ = _gold_tasks(world)
+    client_for(world.trial).post(reverse("label_item", args=[first.code]), {"met": "yes"})
+    gold = GoldItem.objects.get(response_id=first.response_id, criterion_id=first.criterion_id)
+    return gold, first
+
+
+def test_a_curator_changes_a_gold_items_rationale_at_once(world):
+    gold = _gold_labels(world)[0]
+    curator = client_for(world.curator)
+    page = curator.get(reverse("gold_items")).text
+    assert reverse("gold_item_edit", args=[gold.id]) in page
+    assert reverse("gold_item_remove", args=[gold.id]) in page
+    form = curator.get(reverse("gold_item_edit", args=[gold.id])).text
+    # The form starts from the item's known answer (met: "yes").
+    (checked,) = re.findall(r'<input type="radio" name="known"[^>]*checked[^>]*>', form)
+    assert 'value="yes"' in checked
+    saved = curator.post(reverse("gold_item_edit", args=[gold.id]), {"known": "yes", "rationale": "Clearer now."})
+    assert saved.status_code == 302
+    gold.refresh_from_db()
+    assert (gold.answer, gold.rationale) == (True, "Clearer now.")
+
+
+def test_changing_an_answered_items_known_answer_says_whom_it_affects_and_waits_for_confirmation(world):
+    gold, task = _answered_gold(world)
+    curator = client_for(world.curator)
+    url = reverse("gold_item_edit", args=[gold.id])
+    asked = curator.post(url, {"known": "no", "rationale": gold.rationale})
+    assert asked.status_code == 200
+    assert "changes the gold accuracy of the 1 physician who answered this item: 1 matches" in asked.text
+    assert 'name="confirm" value="yes"' in asked.text
+    gold.refresh_from_db()
+    assert gold.answer is True  # nothing changed yet
+    done = curator.post(url, {"known": "no", "rationale": gold.rationale, "confirm": "yes"})
+    assert done.status_code == 302
+    gold.refresh_from_db()
+    assert gold.answer is False
+    # The physician's first answer ("met") is now wrong: their gold accuracy follows.
+    quality = client_for(world.curator).get(reverse("physician_quality", args=[world.trial.code])).text
+    assert "Right on 0 of 1 gold items answered" in quality
+    # And what they read on the item says so.
+    feedback = client_for(world.trial).get(reverse("label_item", args=[task.code])).text
+    assert "<strong>not met</strong>" in feedback
+
+
+def test_a_bad_edit_is_refused_with_the_field_named(world):
+    gold = _gold_labels(world)[0]
+    refused = client_for(world.curator).post(
+        reverse("gold_item_edit", args=[gold.id]), {"known": "maybe", "rationale": "x" * 1001}
+    )
+    assert refused.status_code == 400
+    assert "Select a valid choice" in refused.text
+    assert "at most 1000 characters" in refused.text
+    gold.refresh_from_db()
+    assert gold.rationale.startswith(RATIONALE)
+
+
+def test_removing_a_gold_mark_previews_then_keeps_the_physicians_work(world):
+    gold, task = _answered_gold(world)
+    curator = client_for(world.curator)
+    url = reverse("gold_item_remove", args=[gold.id])
+    preview = curator.get(url)
+    assert preview.status_code == 200
+    assert "1 physician's first answer on it leaves their gold accuracy" in preview.text
+    assert GoldItem.objects.filter(id=gold.id).exists()  # a GET removes nothing
+    removed = curator.post(url)
+    assert removed.status_code == 302
+    assert not GoldItem.objects.filter(id=gold.id).exists()
+    assert not GoldAnswer.objects.filter(gold_id=gold.id).exists()
+    # The label and the task stay, as ordinary work.
+    assert Assignment.objects.filter(id=task.id).exists()
+    assert world.trial.labels.filter(response_id=task.response_id, criterion_id=task.criterion_id).exists()
+    listed = curator.get(reverse("gold_items"))
+    assert "Gold mark removed; 1 first answer left the physicians&#x27; gold accuracy." in listed.text
+
+
+def test_only_curators_change_or_remove_gold_and_a_missing_item_is_404(world):
+    gold = _gold_labels(world)[0]
+    for who in (world.trial, world.owner):
+        client = client_for(who)
+        for name in ("gold_item_edit", "gold_item_remove"):
+            assert client.get(reverse(name, args=[gold.id])).status_code == 403
+            assert client.post(reverse(name, args=[gold.id]), {"known": "no", "rationale": "r"}).status_code == 403
+    gold.refresh_from_db()
+    assert gold.answer is True
+    curator = client_for(world.curator)
+    assert curator.get(reverse("gold_item_edit", args=[gold.id + 999])).status_code == 404
+    assert curator.post(reverse("gold_item_remove", args=[gold.id + 999])).status_code == 404

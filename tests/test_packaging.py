@@ -4,10 +4,12 @@ installed beside the code. Installed into a fresh virtualenv that borrows this o
 (--no-deps, no build isolation: nothing is downloaded)."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -117,6 +119,31 @@ def test_the_wheel_holds_the_templates_and_static_files_as_package_data(tmp_path
     assert not [n for n in names if n.startswith(("templates/", "static/", "locale/"))]
     assert [str(f) for f in package_files() if str(f.relative_to(REPO)) not in names] == []
     assert {"annotation/demo/demo_dataset.jsonl", "annotation/demo/demo_responses.jsonl"} <= names
+
+
+def test_the_sdist_holds_the_whole_project_and_runs_its_own_tests(tmp_path):
+    """The source distribution is every file of a clone (MANIFEST.in), so that unpacked it runs
+    its tests as a clone does; two of its test modules are run from it here, on SQLite."""
+    if not (REPO / ".git").exists():
+        pytest.skip("needs the git checkout the sdist is built from (this is not one)")
+    source = source_copy(tmp_path / "src")
+    run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", tmp_path / "dist", source, cwd=tmp_path)
+    (archive,) = (tmp_path / "dist").glob("healthbench_studio-*.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    (root,) = (tmp_path / "unpacked").iterdir()
+    shipped = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    # What a clone would hold: tracked files, and new ones not yet added (git's ignore rules apart).
+    tracked = set(run("git", "ls-files", "--cached", "--others", "--exclude-standard", cwd=REPO).stdout.split())
+    # Only what a build adds may differ: its metadata, never a tracked file left out.
+    assert sorted(tracked - shipped) == []
+    assert {p.split("/")[0] for p in shipped - tracked} <= {"PKG-INFO", "setup.cfg", "healthbench_studio.egg-info"}
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CACHE_URL", "CI")}
+    env["VAR_DIR"] = str(tmp_path / "var")
+    tests = ["tests/test_scoring.py", "tests/test_architecture.py"]
+    pytest_args = ["-q", "-p", "no:randomly", "-p", "no:cacheprovider", *tests]
+    done = run(sys.executable, "-m", "pytest", *pytest_args, cwd=root, env=env)  # fails on a failed test
+    assert re.search(r"\b\d+ passed\b", done.stdout), done.stdout
 
 
 def test_what_a_build_leaves_behind_is_ignored_by_git():

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from annotation.models import Assignment, ConsensusVote, Criterion, PhysicianLabel
+from annotation.models import Assignment, ConsensusVote, Criterion, GoldItem, PhysicianLabel
 from tests.workspace import PASSWORD, client_for, csrf_token_from, htmx, make_world
 
 pytestmark = pytest.mark.django_db
@@ -169,6 +169,24 @@ ENDPOINTS = [
         ("curator",),
         302,
     ),
+    Endpoint("gold item edit", "get", lambda w: reverse("gold_item_edit", args=[_gold(w)]), allowed=("curator",)),
+    Endpoint(
+        "gold item change",
+        "post",
+        lambda w: reverse("gold_item_edit", args=[_gold(w)]),
+        lambda w: {"known": "no", "rationale": "Not an emergency after all."},
+        ("curator",),
+        302,
+    ),
+    Endpoint("gold item remove", "get", lambda w: reverse("gold_item_remove", args=[_gold(w)]), allowed=("curator",)),
+    Endpoint(
+        "gold item removed",
+        "post",
+        lambda w: reverse("gold_item_remove", args=[_gold(w)]),
+        lambda w: {},
+        ("curator",),
+        302,
+    ),
     Endpoint("tally", "get", lambda w: reverse("consensus_tally", args=[w.a.code]), allowed=("curator", "researcher")),
     Endpoint("conversations", "get", lambda w: reverse("conversation_list"), allowed=("curator", "researcher")),
     Endpoint(
@@ -188,6 +206,14 @@ def _expected(endpoint: Endpoint, role: str) -> int | None:
     if role in WORKING:
         return endpoint.physicians
     return 403
+
+
+def _gold(w) -> int:
+    """A gold voting item of conversation a (made on first use)."""
+    gold, _ = GoldItem.objects.get_or_create(
+        conversation=w.a, consensus_criterion=w.catalogue[1], defaults={"answer": True, "rationale": "An emergency."}
+    )
+    return gold.id
 
 
 @pytest.fixture

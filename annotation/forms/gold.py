@@ -20,6 +20,40 @@ class GoldConversationForm(forms.Form):
         return found
 
 
+class GoldEditForm(forms.ModelForm):
+    """A gold item's known answer and rationale, changed. The item itself stays: to gold another
+    item, remove this one and mark that one."""
+
+    known = forms.ChoiceField(
+        choices=[("yes", _("Yes: met / applies")), ("no", _("No: not met / does not apply"))],
+        widget=forms.RadioSelect,
+        label=_("Known answer"),
+    )
+
+    class Meta:
+        model = GoldItem
+        fields = ["rationale"]
+        widgets = {"rationale": forms.Textarea(attrs={"rows": 3, "dir": "auto"})}
+
+    field_order = ["known", "rationale"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["known"].initial = "yes" if self.instance.answer else "no"
+        self.fields["rationale"].help_text = _(
+            "Shown to the physician right after they answer (at most 1000 characters)."
+        )
+
+    @property
+    def answer_changes(self) -> bool:
+        """Whether the known answer, not only the rationale, is being changed (after is_valid)."""
+        return (self.cleaned_data.get("known") == "yes") != self.instance.answer
+
+    def save(self, commit: bool = True) -> GoldItem:
+        self.instance.answer = self.cleaned_data["known"] == "yes"
+        return super().save(commit=commit)
+
+
 class ResponseChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj) -> str:
         return f"{obj.model_name or obj.source} #{obj.sample_index}: {obj.text[:60]}"

@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from annotation.formats.healthbench import RowInvalid, parse_messages
 from annotation.models import THEMES, Assignment, Axis, CantJudge, IdealResponse, Physician
 from annotation.selectors.curation import MAX_CONVERSATIONS, ConversationStatus
+from annotation.task_kinds import FIRST_OFFERED
 
 YES_NO = [("yes", "Yes"), ("no", "No")]
 # A HealthBench conversation has 1 to 19 turns.
@@ -97,7 +98,7 @@ class StatusForm(forms.Form):
 
 
 class AssignForm(forms.Form):
-    kind = forms.ChoiceField(choices=Assignment.Kind.choices, initial=Assignment.Kind.CONSENSUS_VOTE)
+    kind = forms.ChoiceField(choices=Assignment.Kind.choices, initial=FIRST_OFFERED)
     theme = forms.ChoiceField(choices=[("", "Any theme"), *[(t, t) for t in THEMES]], required=False)
     subset = forms.ChoiceField(choices=[("", "Any subset")], required=False)
     status = forms.ChoiceField(choices=ConversationStatus.choices, required=False)

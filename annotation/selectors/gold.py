@@ -1,5 +1,6 @@
-"""Gold items as the pages read them: the pool given to physicians on trial, what a physician
-may see once they have answered, and each physician's gold accuracy."""
+"""Gold items as the pages read them: what a physician may see once they have answered, and each
+physician's gold accuracy (the pool given to physicians on trial is each task kind's
+`gold_pool`, annotation/task_kinds/)."""
 
 from dataclasses import dataclass
 from typing import cast
@@ -8,22 +9,6 @@ from django.conf import settings
 from django.db.models import Count, F, Q
 
 from annotation.models import Assignment, GoldAnswer, GoldItem
-
-Item = tuple[int, int | None, int | None]  # (conversation id, response id, criterion id), as assignments name them
-
-
-def gold_pool(kind: str) -> list[Item]:
-    """The gold items that can be given as tasks of `kind`, oldest first: a labeling task per
-    labeling item; a voting task per conversation with a gold voting item (one ballot holds them)."""
-    if kind == Assignment.Kind.LABEL:
-        rows = GoldItem.objects.filter(consensus_criterion__isnull=True).order_by("id")
-        return [
-            (cid, rid, crit) for cid, rid, crit in rows.values_list("conversation_id", "response_id", "criterion_id")
-        ]
-    if kind == Assignment.Kind.CONSENSUS_VOTE:
-        rows = GoldItem.objects.filter(consensus_criterion__isnull=False).order_by("id")
-        return [(cid, None, None) for cid in dict.fromkeys(rows.values_list("conversation_id", flat=True))]
-    return []
 
 
 @dataclass(frozen=True)
@@ -109,3 +94,11 @@ def gold_items_listed(limit: int = 500):
         .annotate(answered=Count("answers"), correct=Count("answers", filter=Q(answers__answer=F("answer"))))
         .order_by("-id")[:limit]
     )
+
+
+def gold_item_answers(gold: GoldItem) -> GoldTally:
+    """The physicians' first answers on one gold item, and how many match its known answer (1 query)."""
+    row = GoldAnswer.objects.filter(gold=gold).aggregate(
+        answered=Count("id"), correct=Count("id", filter=Q(answer=gold.answer))
+    )
+    return GoldTally(row["answered"], row["correct"])

@@ -4,19 +4,12 @@ from dataclasses import dataclass, field
 
 from django.db.models import Case, Count, F, Max, Min, Q, When, Window
 from django.db.models.functions import RowNumber
-from django.urls import reverse
 
 from annotation.models import Assignment, Conversation, Physician
+from annotation.task_kinds import KINDS, kind_of
 
 # Open tasks listed per kind on the home page; the rest are reached one after another.
 LISTED = 5
-# The page each kind of task is done on, by the conversation's code (labeling: by the task's code).
-TASK_PAGES: dict[str, str] = {
-    Assignment.Kind.RUBRIC: "rubric_editor",
-    Assignment.Kind.IDEAL_RESPONSE: "ideal_editor",
-    Assignment.Kind.CONSENSUS_VOTE: "votes",
-    Assignment.Kind.LABEL: "label_item",
-}
 
 
 @dataclass(frozen=True)
@@ -70,7 +63,7 @@ def task_summary(physician: Physician) -> list[KindSummary]:
     first LISTED of each group come back, each carrying its group's size. Plain values, not
     model instances; the messages are read for the listed open tasks only (a second query).
     """
-    summary = {kind: KindSummary(kind, label) for kind, label in Assignment.Kind.choices}
+    summary = {str(value): KindSummary(str(value), kind.label) for value, kind in KINDS.items()}
     group = [F("kind"), F("status")]
     rows = (
         Assignment.objects.filter(physician=physician)
@@ -92,27 +85,13 @@ def task_summary(physician: Physician) -> list[KindSummary]:
         entry = summary[kind]
         if status == Assignment.Status.OPEN:
             entry.open = in_group
-            url = reverse(TASK_PAGES[kind], args=[code if kind == Assignment.Kind.LABEL else conversation_code])
+            url = kind_of(kind).url(code=code, conversation_code=conversation_code)
             entry.tasks.append(TaskLink(url, prompt_id, theme, opening_words(messages.get(prompt_id))))
         elif status == Assignment.Status.WITHDRAWN:
             entry.withdrawn = in_group
         else:
             entry.done = in_group
     return list(summary.values())
-
-
-def wrote_rubric(*, physician: Physician, conversation: Conversation) -> bool:
-    """Whether the physician wrote the conversation, one of its criteria, or holds its rubric task."""
-    if conversation.author_id == physician.id:
-        return True
-    return (
-        Conversation.objects.filter(id=conversation.id)
-        .filter(
-            Q(criteria__author=physician)
-            | Q(assignments__physician=physician, assignments__kind=Assignment.Kind.RUBRIC)
-        )
-        .exists()
-    )
 
 
 @dataclass(frozen=True)
@@ -123,16 +102,15 @@ class LabelPosition:
     next_code: str | None
 
 
-def _label_items(physician_id: int):
-    return Assignment.objects.filter(physician_id=physician_id, kind=Assignment.Kind.LABEL).exclude(
-        status__in=Assignment.INACTIVE
-    )
+def _label_items(physician_id: int, kind: str):
+    """The physician's tasks of a kind with one task per item (labeling), walked one after another."""
+    return Assignment.objects.filter(physician_id=physician_id, kind=kind).exclude(status__in=Assignment.INACTIVE)
 
 
 def following_label_code(task: Assignment) -> str | None:
     """The next open item after this one, wrapping round to the first open one, so a skipped item comes back."""
     code = (
-        _label_items(task.physician_id)
+        _label_items(task.physician_id, task.kind)
         .filter(status=Assignment.Status.OPEN)
         .exclude(id=task.id)
         # Items after this one first, then the ones before it; by id within each.
@@ -146,7 +124,7 @@ def following_label_code(task: Assignment) -> str | None:
 def label_position(task: Assignment) -> LabelPosition:
     """Progress through the physician's labeling items, and the items just before and after this one (2 queries)."""
     is_open = Q(status=Assignment.Status.OPEN) & ~Q(id=task.id)
-    found = _label_items(task.physician_id).aggregate(
+    found = _label_items(task.physician_id, task.kind).aggregate(
         total=Count("id"),
         done=Count("id", filter=Q(status=Assignment.Status.DONE)),
         previous=Max("id", filter=Q(id__lt=task.id)),
@@ -164,9 +142,10 @@ def label_position(task: Assignment) -> LabelPosition:
     )
 
 
-def next_label_code(physician: Physician) -> str | None:
+def next_label_code(physician: Physician, kind: str) -> str | None:
+    """The physician's first open task of `kind` (labeling), by its own code."""
     code = (
-        Assignment.objects.filter(physician=physician, kind=Assignment.Kind.LABEL, status=Assignment.Status.OPEN)
+        Assignment.objects.filter(physician=physician, kind=kind, status=Assignment.Status.OPEN)
         .order_by("id")
         .values_list("code", flat=True)
         .first()
@@ -200,15 +179,6 @@ def next_task(physician: Physician, *, kind: str, after: Assignment | None = Non
     if found is None:
         return None
     found_kind, code, conversation_code, prompt_id = found
-    url = reverse(TASK_PAGES[found_kind], args=[code if found_kind == Assignment.Kind.LABEL else conversation_code])
-    return NextTask(url, found_kind, Assignment.Kind(found_kind).label, prompt_id, found_kind != kind)
-
-
-def open_vote_conversations(physician_ids) -> dict[int, set[int]]:
-    """Per conversation, the physicians who still have an open vote task on it."""
-    found: dict[int, set[int]] = {}
-    for cid, pid in Assignment.objects.filter(
-        physician_id__in=list(physician_ids), kind=Assignment.Kind.CONSENSUS_VOTE, status=Assignment.Status.OPEN
-    ).values_list("conversation_id", "physician_id"):
-        found.setdefault(cid, set()).add(pid)
-    return found
+    task_kind = kind_of(found_kind)
+    url = task_kind.url(code=code, conversation_code=conversation_code)
+    return NextTask(url, found_kind, task_kind.label, prompt_id, found_kind != kind)

@@ -12,19 +12,13 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation.grading_seam import Response
-from annotation.models import Assignment, Conversation, Criterion, GoldAnswer, IdealResponse, Physician
-from annotation.selectors.gold import gold_pool
+from annotation.models import Assignment, Conversation, GoldAnswer, IdealResponse, Physician
 from annotation.services.gold import gold_count, gold_mixed
-
-LABEL_CONFLICT_NOTE = (
-    "Withdrawn: this physician wrote the conversation or (was assigned) its rubric, and nobody labels responses "
-    "against a rubric they wrote. Assign the item to another physician."
-)
+from annotation.task_kinds import KINDS, kind_of
+from annotation.task_kinds.base import Item
 
 # Reference responses shown beside the ideal-response editor, as in the paper's Groups 2 and 3.
 REFERENCES_PER_TASK = 4
-
-Item = tuple[int, int | None, int | None]  # (conversation id, response id, criterion id)
 
 
 @dataclass(frozen=True)
@@ -60,14 +54,6 @@ class AssignSummary:
 def counted(n: int, noun: str) -> str:
     """ "1 task", "2 tasks": a count with its noun in the right number."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-# Why a physician is passed over for an item, by the rule that excludes them.
-WRITES_RUBRIC = "wrote or write its rubric and so may not label its responses"
-VOTES_OPEN = (
-    "still vote{s} on its consensus criteria, and the label page shows the criteria that others' votes attached"
-)
-LABELED = "label{s} its responses and so has seen the consensus criteria already attached"
 
 
 @dataclass(frozen=True)
@@ -110,66 +96,6 @@ def open_load(physician_ids: Sequence[int]) -> dict[int, int]:
     load = dict.fromkeys(physician_ids, 0)
     load.update({row["physician_id"]: row["n"] for row in rows})
     return load
-
-
-def vote_blinding(kind: str, conversation_ids: Sequence[int]) -> dict[int, dict[int, str]]:
-    """Per conversation, the physicians a vote or label task would unblind, with the reason.
-
-    Nobody labels a conversation on which they still have an open vote task (the label page shows
-    the consensus criteria attached because others agreed), and nobody is given a vote task on a
-    conversation whose responses they have labeling tasks for.
-    """
-    found: dict[int, dict[int, str]] = defaultdict(dict)
-    other = Assignment.Kind.CONSENSUS_VOTE if kind == Assignment.Kind.LABEL else Assignment.Kind.LABEL
-    tasks = Assignment.objects.filter(conversation_id__in=conversation_ids, kind=other).exclude(
-        status__in=Assignment.INACTIVE
-    )
-    if kind == Assignment.Kind.LABEL:
-        tasks, reason = tasks.filter(status=Assignment.Status.OPEN), VOTES_OPEN
-    else:
-        reason = LABELED
-    for cid, pid in tasks.values_list("conversation_id", "physician_id"):
-        found[cid][pid] = reason
-    return found
-
-
-def rubric_writers(conversation_ids: Sequence[int]) -> dict[int, set[int]]:
-    """Per conversation, the physicians who wrote it or its rubric: never its labelers."""
-    writers: dict[int, set[int]] = defaultdict(set)
-    for cid, pid in Criterion.objects.filter(conversation_id__in=conversation_ids, author__isnull=False).values_list(
-        "conversation_id", "author_id"
-    ):
-        writers[cid].add(pid)
-    for cid, pid in Assignment.objects.filter(
-        conversation_id__in=conversation_ids, kind=Assignment.Kind.RUBRIC
-    ).values_list("conversation_id", "physician_id"):
-        writers[cid].add(pid)
-    for cid, pid in Conversation.objects.filter(id__in=conversation_ids, author__isnull=False).values_list(
-        "id", "author_id"
-    ):
-        writers[cid].add(pid)
-    return writers
-
-
-def label_items(conversation_ids: Sequence[int]) -> list[Item]:
-    """Every (response, consensus criterion) pair of the conversations: the meta-eval items."""
-    criteria: dict[int, list[int]] = defaultdict(list)
-    for cid, pk in (
-        Criterion.objects.filter(conversation_id__in=conversation_ids, level=Criterion.Level.CLUSTER)
-        .order_by("conversation_id", "position", "id")
-        .values_list("conversation_id", "id")
-    ):
-        criteria[cid].append(pk)
-    items: list[Item] = []
-    responses = (
-        Response.objects.filter(conversation_id__in=conversation_ids)
-        .exclude(source=Response.Source.PHYSICIAN)
-        .order_by("conversation_id", "id")
-        .values_list("conversation_id", "id")
-    )
-    for cid, rid in responses:
-        items.extend((cid, rid, crit) for crit in criteria.get(cid, []))
-    return items
 
 
 def _existing(kind: str, conversation_ids: Sequence[int]) -> dict[Item, set[int]]:
@@ -271,22 +197,6 @@ def _and(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def label_tasks_withdraw(*, pairs: Sequence[tuple[int, int]], note: str) -> int:
-    """Withdraw the open labeling tasks of these (physician, conversation) pairs, with a note for the curator.
-
-    A conditional update: a task done in the meantime keeps its label and stays done.
-    """
-    withdrawn = 0
-    for physician_id, conversation_id in pairs:
-        withdrawn += Assignment.objects.filter(
-            physician_id=physician_id,
-            conversation_id=conversation_id,
-            kind=Assignment.Kind.LABEL,
-            status=Assignment.Status.OPEN,
-        ).update(status=Assignment.Status.WITHDRAWN, note=note)
-    return withdrawn
-
-
 def label_task_withdraw(*, task: Assignment, note: str) -> bool:
     """Withdraw one open labeling task; False when it was no longer open (done or withdrawn already)."""
     updated = Assignment.objects.filter(id=task.id, status=Assignment.Status.OPEN).update(
@@ -311,27 +221,6 @@ def _references(conversation_ids: Sequence[int]) -> dict[int, list[int]]:
     return refs
 
 
-def _nothing_to_do(kind: str, conversation_ids: Sequence[int], items: Sequence[Item]) -> list[str]:
-    """Conversations that give no labeling item, and why: said before anything is assigned."""
-    if kind != Assignment.Kind.LABEL:
-        return []
-    with_items = {item[0] for item in items}
-    missing = [cid for cid in conversation_ids if cid not in with_items]
-    if not missing:
-        return []
-    responded = set(
-        Response.objects.filter(conversation_id__in=missing)
-        .exclude(source=Response.Source.PHYSICIAN)
-        .values_list("conversation_id", flat=True)
-    )
-    names = dict(Conversation.objects.filter(id__in=missing).values_list("id", "prompt_id"))
-    return [
-        f"{names.get(cid, cid)}: "
-        + ("no consensus criterion is attached yet" if cid in responded else "it has no model responses to label")
-        for cid in missing
-    ]
-
-
 def assignments_plan(
     *, kind: str, conversation_ids: Sequence[int], physicians: Sequence[Physician], per_item: int
 ) -> AssignPlan:
@@ -342,17 +231,9 @@ def assignments_plan(
         p for p in physicians if p.role == Physician.Role.PHYSICIAN and p.status in working and p.user_id is not None
     ]
     physician_ids = [p.id for p in chosen]
-    excluded: dict[int, dict[int, str]] = defaultdict(dict)
-    if kind == Assignment.Kind.LABEL:
-        items = label_items(conversation_ids)
-        for cid, pids in rubric_writers(conversation_ids).items():
-            excluded[cid].update(dict.fromkeys(pids, WRITES_RUBRIC))
-    else:
-        items = [(cid, None, None) for cid in conversation_ids]
-    if kind in (Assignment.Kind.LABEL, Assignment.Kind.CONSENSUS_VOTE):
-        for cid, found in vote_blinding(kind, conversation_ids).items():
-            for pid, reason in found.items():
-                excluded[cid].setdefault(pid, reason)
+    task_kind = kind_of(kind)
+    items = task_kind.items(conversation_ids)
+    excluded = task_kind.excluded(conversation_ids)
     assigned = _existing(kind, conversation_ids)
     short_items: list[Item] = []
     pairs, short = spread(
@@ -378,7 +259,7 @@ def assignments_plan(
         pairs=pairs,
         short=short,
         reasons=reasons,
-        empty=_nothing_to_do(kind, conversation_ids, items),
+        empty=task_kind.empty(conversation_ids, items),
         per_physician=[(names[pid], per[pid]) for pid in physician_ids if per[pid]],
         gold=gold,
     )
@@ -391,15 +272,13 @@ def gold_pairs(kind: str, physicians: Sequence[Physician], pairs: Sequence[tuple
     given = Counter(pid for _, pid in pairs)
     trial = [p.id for p in physicians if p.status == Physician.Status.TRIAL and given[p.id]]
     share = settings.GOLD_SHARE_FOR_TRIAL
-    pool = gold_pool(kind) if trial and share > 0 else []
+    task_kind = kind_of(kind)
+    pool = task_kind.gold_pool() if trial and share > 0 else []
     if not pool:
         return []
     conversation_ids = sorted({item[0] for item in pool})
     excluded: dict[int, set[int]] = defaultdict(set)
-    if kind == Assignment.Kind.LABEL:
-        for cid, pids in rubric_writers(conversation_ids).items():
-            excluded[cid] |= pids
-    for cid, found in vote_blinding(kind, conversation_ids).items():
+    for cid, found in task_kind.excluded(conversation_ids).items():
         excluded[cid] |= set(found)
     # Held in any status: the unique constraints count cancelled and withdrawn tasks too.
     held: set[tuple[Item, int]] = set(pairs)
@@ -442,10 +321,7 @@ def assignments_create(
     with transaction.atomic():
         plan = assignments_plan(kind=kind, conversation_ids=conversation_ids, physicians=physicians, per_item=per_item)
         pairs = plan.pairs
-        if kind != Assignment.Kind.IDEAL_RESPONSE:
-            condition = ""
-        elif not condition:
-            condition = IdealResponse.Condition.NO_REFERENCE
+        condition = kind_of(kind).condition(condition)
         # Gold at random places among each trial physician's new tasks: the queue's order hides it.
         pairs = gold_mixed(pairs, plan.gold, random.SystemRandom())
         created = Assignment.objects.bulk_create(
@@ -473,14 +349,9 @@ def assignments_create(
                     for rid in refs.get(task.conversation_id, [])
                 ]
             )
-        withdrawn = 0
-        if kind == Assignment.Kind.RUBRIC and pairs:
-            # A rubric writer may not label its responses: labeling tasks given out earlier
-            # would be impossible, so they leave the physician's list with a note instead.
-            withdrawn = label_tasks_withdraw(
-                pairs=[(pid, cid) for (cid, _, _), pid in pairs],
-                note=LABEL_CONFLICT_NOTE,
-            )
+        # Tasks given out earlier that these make impossible (a rubric writer's labeling tasks
+        # on that conversation) leave their physician's list with a note instead.
+        withdrawn = sum(other.withdrawn_by(kind, pairs) for other in KINDS.values())
     return AssignSummary(
         items=len(plan.items),
         created=len(created),

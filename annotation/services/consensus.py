@@ -17,6 +17,7 @@ from annotation.services.assignments import assignment_complete
 from annotation.services.gold import gold_answer_vote
 from annotation.services.locking import conversation_lock
 from annotation.services.rubric import next_position
+from annotation.task_kinds.consensus_vote import KIND as CONSENSUS_VOTE
 
 
 def agreeing_votes(*, conversation_id: int, consensus_criterion_id: int) -> int:
@@ -104,7 +105,7 @@ def ballot_complete(*, physician: Physician, conversation: Conversation) -> None
     ).count()
     if answered >= fitting:
         task = Assignment.objects.filter(
-            physician=physician, conversation=conversation, kind=Assignment.Kind.CONSENSUS_VOTE
+            physician=physician, conversation=conversation, kind=CONSENSUS_VOTE.value
         ).first()
         if task is not None:
             assignment_complete(assignment=task)

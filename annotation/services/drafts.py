@@ -7,6 +7,7 @@ from django.db import transaction
 
 from annotation.models import Assignment, Conversation, Physician, Subset, SubsetMember
 from annotation.services.assignments import least_loaded_physician
+from annotation.task_kinds.rubric import KIND as RUBRIC
 
 # Drafted conversations join `all`, like every imported one, and this custom subset.
 DRAFT_SUBSET = "red-team"
@@ -39,6 +40,6 @@ def conversation_draft_create(*, author: Physician | None, theme: str, messages:
         task = None
         if writer is not None:
             task = Assignment.objects.create(
-                physician=writer, kind=Assignment.Kind.RUBRIC, conversation=conversation, assigned_by=author
+                physician=writer, kind=RUBRIC.value, conversation=conversation, assigned_by=author
             )
     return DraftOutcome(conversation=conversation, rubric_task=task)

@@ -6,6 +6,7 @@
 * Answering: ``gold_answer_label`` / ``gold_answer_vote`` keep a physician's first answer on a
   gold item (GoldAnswer), called in the same transaction as the label or vote. Labels and
   votes may be changed later, after the known answer was shown: accuracy counts the first.
+* Removing: ``gold_item_remove`` takes the mark off an item and the first answers with it.
 """
 
 import math
@@ -78,3 +79,13 @@ def gold_answer_vote(*, physician: Physician, conversation_id: int, consensus_cr
     )
     if gold_id is not None:
         _keep_first(gold_id=gold_id, physician=physician.id, answer=applies)
+
+
+def gold_item_remove(gold: GoldItem) -> int:
+    """Takes the gold mark off an item: its known answer and the physicians' first answers on it
+    go (so it leaves their gold accuracy); their labels or votes and their tasks stay, as
+    ordinary work. Returns how many first answers went."""
+    with transaction.atomic():
+        answers, _ = GoldAnswer.objects.filter(gold=gold).delete()
+        gold.delete()
+    return answers

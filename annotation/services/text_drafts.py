@@ -6,16 +6,33 @@ from django.conf import settings
 from django.db.models import Q
 
 from annotation.models import Assignment, Criterion, Draft, Physician
+from annotation.task_kinds import KINDS
 
-# The fields that keep drafts: an ideal response, a criterion being written or edited, a label comment.
-KEY = re.compile(
-    r"^(?:(?P<kind>ideal|criterion):(?P<conversation>[0-9a-f-]{36})(?::(?:new|(?P<criterion>\d{1,12})))?"
-    r"|label-comment:(?P<task>[0-9a-f-]{36}))$"
-)
+# The fields that keep drafts, each its task kind's (`TaskKind.drafts`): an ideal response, a
+# criterion being written or edited, a label comment.
+FIELD_KIND = {field: kind.value for kind in KINDS.values() for field in kind.drafts}
 # The longest text each field takes (its form's limit: annotation.forms.workspace).
-MAX_LENGTH = {"ideal": 20000, "criterion": 2000, "label-comment": 2000}
+MAX_LENGTH = {field: most for kind in KINDS.values() for field, most in kind.drafts.items()}
 MAX_DRAFT = max(MAX_LENGTH.values())
-TASK_KIND = {"ideal": Assignment.Kind.IDEAL_RESPONSE, "criterion": Assignment.Kind.RUBRIC}
+
+
+def _fields(*, by_task_code: bool) -> str:
+    return "|".join(
+        re.escape(field) for kind in KINDS.values() if kind.by_task_code == by_task_code for field in kind.drafts
+    )
+
+
+# A field keyed by its conversation's code (a criterion's also by its id, or "new"), or by the
+# task's own code for a kind whose tasks are reached that way.
+KEY = re.compile(
+    rf"^(?:(?P<kind>{_fields(by_task_code=False)}):(?P<conversation>[0-9a-f-]{{36}})(?::(?:new|(?P<criterion>\d{{1,12}})))?"
+    rf"|(?P<field>{_fields(by_task_code=True)}):(?P<task>[0-9a-f-]{{36}}))$"
+)
+
+
+def draft_field_kind(match: re.Match[str]) -> str:
+    """The task kind whose field a matched KEY names."""
+    return FIELD_KIND[match["field"] or match["kind"]]
 
 
 class DraftRefused(Exception):
@@ -32,9 +49,9 @@ def draft_key_allowed(*, physician: Physician, key: str) -> bool:
     if not match:
         return False
     tasks = Assignment.objects.filter(physician=physician).exclude(status__in=Assignment.INACTIVE)
+    kind = draft_field_kind(match)
     if match["task"]:
-        return tasks.filter(code=match["task"], kind=Assignment.Kind.LABEL).exists()
-    kind = TASK_KIND[match["kind"]]
+        return tasks.filter(code=match["task"], kind=kind).exists()
     if not tasks.filter(Q(kind=kind), conversation__code=match["conversation"]).exists():
         return False
     if match["criterion"]:

@@ -7,7 +7,7 @@ Opening a task page is the one GET that writes (tests/test_no_write_on_get.py al
 """
 
 from annotation.models import Assignment, TaskEvent
-from annotation.services.text_drafts import KEY, TASK_KIND
+from annotation.services.text_drafts import KEY, draft_field_kind
 
 
 def task_event(*, task: Assignment, kind: str, sign_warnings: int = 0) -> None:
@@ -31,9 +31,9 @@ def draft_activity(*, physician_id: int, key: str) -> None:
         return
     tasks = Assignment.objects.filter(physician_id=physician_id).exclude(status__in=Assignment.INACTIVE)
     if match["task"]:
-        tasks = tasks.filter(code=match["task"], kind=Assignment.Kind.LABEL)
+        tasks = tasks.filter(code=match["task"], kind=draft_field_kind(match))
     else:
-        tasks = tasks.filter(kind=TASK_KIND[match["kind"]], conversation__code=match["conversation"])
+        tasks = tasks.filter(kind=draft_field_kind(match), conversation__code=match["conversation"])
     task_id = tasks.values_list("id", flat=True).first()
     if task_id is not None:
         TaskEvent.objects.create(assignment_id=task_id, kind=TaskEvent.Kind.DRAFT)

@@ -10,12 +10,13 @@ from django.views.decorators.http import require_http_methods
 
 from annotation.access import HtmxRequest, get_task
 from annotation.forms.workspace import IdealResponseForm
-from annotation.models import Assignment, Draft, IdealResponse
+from annotation.models import Draft, IdealResponse
 from annotation.selectors.tasks import next_task
 from annotation.services.guidelines import guideline_for_task
 from annotation.services.ideal import ideal_response_save
 from annotation.services.text_drafts import draft_discard, ideal_key
 from annotation.services.time_on_task import task_answered, task_opened
+from annotation.task_kinds.ideal_response import KIND as IDEAL_RESPONSE
 from annotation.views.next_task import redirect_to_next_task
 from annotation.views.rendering import prefetch_markdown
 
@@ -24,7 +25,7 @@ from annotation.views.rendering import prefetch_markdown
 @login_required
 @require_http_methods(["GET", "POST"])
 def ideal_editor(request: HtmxRequest, code) -> HttpResponse:
-    task = get_task(request, code, Assignment.Kind.IDEAL_RESPONSE)
+    task = get_task(request, code, IDEAL_RESPONSE)
     with_reference = task.condition == IdealResponse.Condition.WITH_REFERENCE
     key = ideal_key(task.conversation.code)
     restored = None

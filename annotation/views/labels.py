@@ -11,17 +11,19 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import push_url
 
-from annotation.access import HtmxRequest, get_label_task, label_conflict, require_working_physician
+from annotation.access import HtmxRequest, get_task, require_working_physician, task_conflict
 from annotation.forms.workspace import LabelForm
 from annotation.models import Assignment, CantJudge, PhysicianLabel
 from annotation.selectors.gold import label_feedback
 from annotation.selectors.tasks import following_label_code, label_position, next_label_code, next_task
-from annotation.services.assignments import LABEL_CONFLICT_NOTE, label_task_withdraw
+from annotation.services.assignments import label_task_withdraw
 from annotation.services.cant_judge import cant_judge_label
 from annotation.services.guidelines import guideline_for_task
 from annotation.services.labels import label_record
 from annotation.services.text_drafts import draft_discard, draft_text, label_comment_key
 from annotation.services.time_on_task import task_answered, task_opened
+from annotation.task_kinds.label import CONFLICT_NOTE
+from annotation.task_kinds.label import KIND as LABEL
 from annotation.views.rendering import render_page, wants_fragment
 
 TEMPLATE = "annotation/label.html"
@@ -65,18 +67,18 @@ def _context(task: Assignment, form: LabelForm | None = None) -> dict:
 def label_next(request: HtmxRequest) -> HttpResponse:
     """The first open labeling item, or the all-done page."""
     physician = require_working_physician(request)
-    code = next_label_code(physician)
+    code = next_label_code(physician, LABEL.value)
     if code:
         return redirect("label_item", code=code)
-    return render(request, TEMPLATE, {"task": None, "next_task": next_task(physician, kind=Assignment.Kind.LABEL)})
+    return render(request, TEMPLATE, {"task": None, "next_task": next_task(physician, kind=LABEL.value)})
 
 
 @never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def label_item(request: HtmxRequest, code) -> HttpResponse:
-    task = get_label_task(request, code)
-    if label_conflict(task):
+    task = get_task(request, code, LABEL)
+    if task_conflict(task):
         # Opening the page only says why; a POST (the page's button, or an answer sent anyway)
         # takes the item off the physician's list. A GET writes nothing.
         return _withdrawn(request, task, withdraw=request.method == "POST")
@@ -106,13 +108,13 @@ def _withdrawn(request: HtmxRequest, task: Assignment, *, withdraw: bool) -> Htt
     with `withdraw`, take an open one off the physician's list for the curator to reassign."""
     if withdraw and task.is_open:
         # Made impossible after it was given out (e.g. a task created by hand in the admin).
-        label_task_withdraw(task=task, note=LABEL_CONFLICT_NOTE)
+        label_task_withdraw(task=task, note=CONFLICT_NOTE)
     context = {
         "task": None,
         "withdrawn": task,
         # Not this one again, while it is still open.
         "next_code": following_label_code(task),
-        "next_task": next_task(task.physician, kind=Assignment.Kind.LABEL, after=task),
+        "next_task": next_task(task.physician, kind=LABEL.value, after=task),
     }
     # A refusal on a whole page; a fragment swapped in after the previous item stays a 200 so htmx
     # shows it, and so does the answer to the page's own button, which did what it asked.
@@ -138,10 +140,10 @@ def _after_label(request: HtmxRequest, task: Assignment) -> HttpResponse:
         return redirect(url)
     # Swap in the next item and put its address in the location bar, so reload and back work.
     if following:
-        task = get_label_task(request, following)
+        task = get_task(request, following, LABEL)
         # Still the answer's POST: the next item, if impossible, is taken off the list now.
-        response = _withdrawn(request, task, withdraw=True) if label_conflict(task) else _render(request, task, None)
+        response = _withdrawn(request, task, withdraw=True) if task_conflict(task) else _render(request, task, None)
     else:
-        context = {"task": None, "next_task": next_task(task.physician, kind=Assignment.Kind.LABEL, after=task)}
+        context = {"task": None, "next_task": next_task(task.physician, kind=LABEL.value, after=task)}
         response = render(request, f"{TEMPLATE}#label-item", context)
     return push_url(response, url)

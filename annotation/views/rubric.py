@@ -10,7 +10,7 @@ from django.utils.translation import gettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation.access import HtmxRequest, get_criterion_for_author_rw, get_rubric_task_rw, get_task
+from annotation.access import HtmxRequest, get_criterion_for_author_rw, get_task, get_task_rw
 from annotation.forms.workspace import CriterionForm
 from annotation.models import Assignment, Criterion
 from annotation.selectors.rubric import editor_row, rubric_view
@@ -19,6 +19,7 @@ from annotation.services.guidelines import guideline_for_task
 from annotation.services.rubric import criterion_create, criterion_delete, criterion_update, rubric_submit
 from annotation.services.text_drafts import criterion_key, draft_discard, draft_text
 from annotation.services.time_on_task import task_answered, task_opened
+from annotation.task_kinds.rubric import KIND as RUBRIC
 from annotation.views.next_task import redirect_to_next_task
 from annotation.views.rendering import prefetch_markdown, wants_fragment
 
@@ -61,7 +62,7 @@ def _editor_url(task: Assignment, criterion_id: int | None = None) -> str:
 @login_required
 @require_GET
 def rubric_editor(request: HtmxRequest, code) -> HttpResponse:
-    task = get_task(request, code, Assignment.Kind.RUBRIC)
+    task = get_task(request, code, RUBRIC)
     task_opened(task)
     context = _context(task, **guideline_for_task(physician=task.physician, kind=task.kind))
     if task.is_done:
@@ -73,7 +74,7 @@ def rubric_editor(request: HtmxRequest, code) -> HttpResponse:
 @login_required
 @require_POST
 def criterion_add(request: HtmxRequest, code) -> HttpResponse:
-    task = get_rubric_task_rw(request, code)
+    task = get_task_rw(request, code, RUBRIC)
     form = CriterionForm(request.POST)
     draft_key = criterion_key(task.conversation.code)
     if not form.is_valid():
@@ -148,7 +149,7 @@ def criterion_remove(request: HtmxRequest, code, criterion_id: int) -> HttpRespo
 @require_POST
 def rubric_submit_view(request: HtmxRequest, code) -> HttpResponse:
     """Submit, once the physician has seen what still looks wrong: submitting is final."""
-    task = get_rubric_task_rw(request, code)
+    task = get_task_rw(request, code, RUBRIC)
     rubric = rubric_view(conversation=task.conversation, physician=task.physician)
     warned = [c for c in rubric.criteria if c.sign_warning]
     if warned and request.POST.get("confirm") != "sign":

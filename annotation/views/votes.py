@@ -16,6 +16,7 @@ from annotation.services.cant_judge import cant_judge_vote
 from annotation.services.consensus import vote_cast
 from annotation.services.guidelines import guideline_for_task
 from annotation.services.time_on_task import task_answered, task_opened
+from annotation.task_kinds.consensus_vote import KIND as CONSENSUS_VOTE
 from annotation.views.rendering import prefetch_markdown, wants_fragment
 
 TEMPLATE = "annotation/votes.html"
@@ -37,7 +38,7 @@ def _context(task: Assignment, rows) -> dict:
 @login_required
 @require_GET
 def votes(request: HtmxRequest, code) -> HttpResponse:
-    task = get_task(request, code, Assignment.Kind.CONSENSUS_VOTE)
+    task = get_task(request, code, CONSENSUS_VOTE)
     task_opened(task)
     rows = ballot(physician=task.physician, conversation=task.conversation)
     context = _context(task, rows)
@@ -51,7 +52,7 @@ def votes(request: HtmxRequest, code) -> HttpResponse:
 @login_required
 @require_POST
 def vote(request: HtmxRequest, code, consensus_code) -> HttpResponse:
-    task = get_task(request, code, Assignment.Kind.CONSENSUS_VOTE)
+    task = get_task(request, code, CONSENSUS_VOTE)
     entry = get_consensus_criterion_for_task(task, consensus_code)
     form = VoteForm(request.POST)
     url = reverse("votes", args=[task.conversation.code])

@@ -19,14 +19,8 @@ from django.db import transaction
 from django.utils.translation import gettext
 
 from annotation.models import Assignment, Physician
-from annotation.services.assignments import (
-    WRITES_RUBRIC,
-    Item,
-    open_load,
-    rubric_writers,
-    spread,
-    vote_blinding,
-)
+from annotation.services.assignments import Item, open_load, spread
+from annotation.task_kinds.label import KIND as LABEL
 from grading.calibration.population import scored_population
 from grading.models import CalibrationItem, CalibrationSample, Grade, Run
 
@@ -205,15 +199,12 @@ def calibration_sample_draw(
 def _assign(run: Run, response_ids: list[int], per_item: int, assigned_by: Physician | None) -> tuple[int, int]:
     items = _label_items(response_ids, run)
     conversation_ids = sorted({cid for cid, _, _ in items})
-    excluded: dict[int, dict[int, str]] = defaultdict(dict)
-    for cid, pids in rubric_writers(conversation_ids).items():
-        excluded[cid].update(dict.fromkeys(pids, WRITES_RUBRIC))
-    for cid, found in vote_blinding(Assignment.Kind.LABEL, conversation_ids).items():
-        for pid, reason in found.items():
-            excluded[cid].setdefault(pid, reason)
+    # Who may not label (the labeling kind's assignment rule): the rubric's writers, then
+    # those with an open vote task on the conversation.
+    excluded = LABEL.excluded(conversation_ids)
     assigned: dict[Item, set[int]] = defaultdict(set)
     for cid, rid, crit, pid in (
-        Assignment.objects.filter(kind=Assignment.Kind.LABEL, response_id__in=response_ids)
+        Assignment.objects.filter(kind=LABEL.value, response_id__in=response_ids)
         .exclude(status__in=Assignment.INACTIVE)
         .values_list("conversation_id", "response_id", "criterion_id", "physician_id")
     ):
@@ -240,7 +231,7 @@ def _assign(run: Run, response_ids: list[int], per_item: int, assigned_by: Physi
         [
             Assignment(
                 physician_id=pid,
-                kind=Assignment.Kind.LABEL,
+                kind=LABEL.value,
                 conversation_id=cid,
                 response_id=rid,
                 criterion_id=crit,

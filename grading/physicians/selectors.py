@@ -23,6 +23,7 @@ from annotation.models import (
     PhysicianLabel,
     TaskEvent,
 )
+from annotation.task_kinds.label import KIND as LABEL
 from grading.metaeval.agreement import MetaEvalLabels
 from grading.physicians.columns import numeric_columns, raw_rows
 from grading.physicians.quality import (
@@ -141,7 +142,7 @@ def task_times(*, physician_ids: list[int] | None = None) -> TaskTimes:
 
 def _label_seconds(times: TaskTimes) -> dict[int, Estimate]:
     """Median active seconds per labeling item, with its interval, per physician."""
-    keep = (times.kind == KINDS.LABEL) & times.timed
+    keep = (times.kind == LABEL.value) & times.timed
     out: dict[int, Estimate] = {}
     pids, seconds = times.physician_id[keep], times.seconds[keep]
     order = np.argsort(pids, kind="stable")

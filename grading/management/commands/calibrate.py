@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Assignment
+from annotation.task_kinds.label import KIND as LABEL
 from grading.calibration.report import calibration_csv, calibration_report
 from grading.calibration.sample import MAX_SIZE, MIN_SIZE, SampleError, calibration_sample_draw
 from grading.models import CalibrationSample, Run
@@ -85,7 +86,7 @@ class Command(BaseCommand):
         design, progress = data["design"], data["progress"]
         sample = CalibrationSample.objects.get(run=run)
         open_tasks = Assignment.objects.filter(
-            kind=Assignment.Kind.LABEL,
+            kind=LABEL.value,
             status=Assignment.Status.OPEN,
             response_id__in=sample.items.values("response_id"),
         ).count()

@@ -15,8 +15,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from annotation.formats.importer import ImportFailed, ImportSummary, import_healthbench_lines
-from annotation.models import Assignment, ConsensusVote, Conversation, Criterion, Physician, PhysicianLabel, Subset
+from annotation.models import ConsensusVote, Conversation, Criterion, Physician, PhysicianLabel, Subset
 from annotation.services.assignments import assignments_create
+from annotation.task_kinds.consensus_vote import KIND as CONSENSUS_VOTE
+from annotation.task_kinds.label import KIND as LABEL
 from grading.models import Response, Run
 from grading.pipeline.run_launch import run_record
 from grading.plans import PlanItem
@@ -215,7 +217,7 @@ def demo_votes_create(*, physicians: list[Physician]) -> int:
         conversation__subsets__name=DEMO_SUBSET, consensus_criterion__isnull=False
     ).values_list("conversation_id", "consensus_criterion_id")
     count = 0
-    open_votes = _task_conversations(Assignment.Kind.CONSENSUS_VOTE)
+    open_votes = _task_conversations(CONSENSUS_VOTE.value)
     for conversation_id, consensus_criterion_id in attached:
         for physician in physicians:
             if (_username(physician), conversation_id) in open_votes:
@@ -233,7 +235,7 @@ def demo_votes_create(*, physicians: list[Physician]) -> int:
 def demo_labels_create(*, physicians: list[Physician], responses: list[DemoResponse]) -> int:
     """Physician labels on the consensus criteria: the ground truth for the agreement report."""
     count = 0
-    open_labels = _task_conversations(Assignment.Kind.LABEL)
+    open_labels = _task_conversations(LABEL.value)
     for item in responses:
         for position, criterion in enumerate(_rubric(item.response.conversation_id)):
             if criterion.consensus_criterion_id is None:
