@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from annotation.formats import healthbench
 from annotation.formats import validation as v
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Physician
 from grading.models import Grade, Response
@@ -101,6 +102,14 @@ def test_decode_json_then_refuses_what_decode_json_and_then_the_check_refuse(tex
     expected = _outcome(lambda: _only_a_string_at_a(v.decode_json(text)))
     assert _outcome(lambda: v.decode_json_then(text, _only_a_string_at_a)) == expected
     assert expected[0] in ("value", "problem", "not json", "refused by the check")
+
+
+def test_a_line_decoded_for_any_reader_is_still_walked_for_its_depth():
+    # decode_line takes any object, so it has no parser to refuse a deep one: it walks it.
+    deep = b'{"a": ' + b"[" * 40 + b"]" * 40 + b"}"
+    with pytest.raises(healthbench.RowInvalid, match="more than 32 levels deep"):
+        healthbench.decode_line(3, deep)
+    assert healthbench.decode_line(3, b'{"a": [[1]]}') == {"a": [[1]]}
 
 
 def test_brackets_inside_strings_do_not_count_as_nesting():

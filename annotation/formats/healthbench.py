@@ -18,6 +18,7 @@ from annotation.formats.validation import (
     MAX_THEME,
     JsonProblem,
     LineTooLong,
+    decode_json,
     decode_json_then,
     too_long,
 )
@@ -266,15 +267,20 @@ def load_object(
 
 def decode_line(line: int, raw: bytes | LineTooLong) -> dict[str, Any]:
     """Decode one JSONL line into an object, or raise RowInvalid."""
-    return parse_decoded(line, raw, lambda _, data: data)
+    return _parse_text(line, raw, lambda _, data: data, quick=False)
 
 
 def parse_decoded(line: int, raw: bytes | LineTooLong, parse: Callable[[int, dict[str, Any]], T]) -> T:
     """`parse(line, decode_line(line, raw))`, refusing exactly what that refuses.
 
-    `parse` takes only rows of known shapes, a few levels deep, so a line it takes is not
-    walked again for its depth (validation.decode_json_then).
+    `parse` must take only rows of known shapes, a few levels deep (it refuses anything
+    nested deeper than MAX_DEPTH), so a line it takes is not walked again for its depth
+    (validation.decode_json_then).
     """
+    return _parse_text(line, raw, parse, quick=True)
+
+
+def _parse_text(line: int, raw: bytes | LineTooLong, parse: Callable[[int, dict[str, Any]], T], *, quick: bool) -> T:
     if isinstance(raw, LineTooLong):
         raise fail(line, "", raw.message)
     try:
@@ -288,7 +294,7 @@ def parse_decoded(line: int, raw: bytes | LineTooLong, parse: Callable[[int, dic
         return parse(line, data)
 
     try:
-        return decode_json_then(text, check)
+        return decode_json_then(text, check) if quick else check(decode_json(text))
     except json.JSONDecodeError as exc:
         raise fail(line, "", f"is not valid JSON: {exc.msg} at column {exc.colno} (truncated line?)") from None
     except JsonProblem as exc:
