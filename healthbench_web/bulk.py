@@ -35,6 +35,14 @@ def new_codes(n: int) -> list[str]:
 
 
 def db_now() -> Any:
+    """The current time as a value of insert_rows' rows, for their timestamp columns.
+
+    On PostgreSQL it is ISO-8601 text with its offset, which COPY hands to the column as it
+    is: given a datetime, psycopg formats it again for every row, a quarter of the client's
+    work per criterion of an import (README, Benchmarks, issue 32).
+    """
+    if connection.vendor == "postgresql":
+        return timezone.now().isoformat()
     return connection.ops.adapt_datetimefield_value(timezone.now())
 
 
@@ -55,12 +63,16 @@ def _check_columns(model: type[Model], columns: Sequence[str]) -> None:
         raise ValueError(f"insert into {model._meta.db_table} gives generated columns {sorted(given)}")
 
 
-def insert_rows(model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[int]:
+def insert_rows(
+    model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]], *, ids: bool = True
+) -> list[int]:
     """Insert `rows` (values for `columns`, in that order) and return their new ids in order.
 
     Ids increase with row order; exports rely on that for file order. Call inside a
     transaction: on SQLite the ids are taken after the current maximum, which is only safe
-    while this transaction holds the write lock.
+    while this transaction holds the write lock. With `ids=False` nothing is returned and
+    PostgreSQL numbers the rows itself as COPY reads them (still in row order): taking 60,000
+    ids with nextval() first cost its backend more than writing the rows' index entries.
     """
     _check_columns(model, columns)
     if not rows:
@@ -73,24 +85,30 @@ def insert_rows(model: type[Model], columns: Sequence[str], rows: Sequence[Seque
     table = quote(meta.db_table)
     all_columns = ", ".join(quote(c) for c in [pk, *columns])
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql" and not ids:
+            given = ", ".join(quote(c) for c in columns)
+            with cursor.cursor.copy(f"COPY {table} ({given}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return []
         if connection.vendor == "postgresql":
             cursor.execute(
                 "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
                 [meta.db_table, pk, len(rows)],
             )
-            ids = sorted(r[0] for r in cursor.fetchall())
+            new_ids = sorted(r[0] for r in cursor.fetchall())
             with cursor.cursor.copy(f"COPY {table} ({all_columns}) FROM STDIN") as copy:
-                for pk, row in zip(ids, rows, strict=True):
+                for pk, row in zip(new_ids, rows, strict=True):
                     copy.write_row((pk, *row))
         else:
             # BEGIN IMMEDIATE (settings) holds SQLite's write lock for the whole transaction.
             # Table and column names come from the model, quoted; the values travel apart (S608).
             cursor.execute(f"SELECT COALESCE(MAX({quote(pk)}), 0) FROM {table}")  # noqa: S608
             first = cursor.fetchone()[0] + 1
-            ids = list(range(first, first + len(rows)))
+            new_ids = list(range(first, first + len(rows)))
             marks = ", ".join(["%s"] * (len(columns) + 1))
             cursor.executemany(
                 f"INSERT INTO {table} ({all_columns}) VALUES ({marks})",  # noqa: S608
-                [(pk, *row) for pk, row in zip(ids, rows, strict=True)],
+                [(pk, *row) for pk, row in zip(new_ids, rows, strict=True)],
             )
-    return ids
+    return new_ids if ids else []

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from annotation.formats import healthbench
 from annotation.formats import validation as v
 from annotation.models import ConsensusCriterion, Conversation, Criterion, IdealResponse, Physician
 from grading.models import Grade, Response
@@ -60,6 +61,55 @@ def test_deep_nesting_is_refused_without_recursion():
     with pytest.raises(v.JsonProblem, match="more than 32 levels deep"):
         v.decode_json(text)
     assert v.decode_json("[" * 32 + "]" * 32) is not None
+
+
+def _outcome(decode):
+    try:
+        return ("value", decode())
+    except v.JsonProblem as problem:
+        return ("problem", problem.field, problem.message)
+    except json.JSONDecodeError as error:
+        return ("not json", error.msg, error.pos)
+    except ValueError as error:
+        return ("refused by the check", str(error))
+
+
+def _only_a_string_at_a(value):
+    # Refuses anything but {"a": "<text>"}, so it refuses every value nested deeper than 2 levels.
+    if not isinstance(value, dict) or set(value) != {"a"} or not isinstance(value["a"], str):
+        raise ValueError("not a string at a")
+    return value["a"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": "x"}',
+        '{"a": 1}',
+        '{"a": ' + "[" * 40 + "]" * 40 + "}",  # too deep and refused by the check: too deep wins
+        "[" * 5_000 + "]" * 5_000,  # past the interpreter's recursion limit
+        '{"a": "x", "a": "y"}',
+        '{"a": {"b": 1, "b": 2}}',
+        '{"a": "x\u0000"}',
+        '{"a": "\ud800"}',
+        '{"a": ["\ud800"], "a": 1}',
+        '{"a": "x"',
+        "",
+    ],
+)
+def test_decode_json_then_refuses_what_decode_json_and_then_the_check_refuse(text):
+    # The quick path skips the depth walk only for what the check takes.
+    expected = _outcome(lambda: _only_a_string_at_a(v.decode_json(text)))
+    assert _outcome(lambda: v.decode_json_then(text, _only_a_string_at_a)) == expected
+    assert expected[0] in ("value", "problem", "not json", "refused by the check")
+
+
+def test_a_line_decoded_for_any_reader_is_still_walked_for_its_depth():
+    # decode_line takes any object, so it has no parser to refuse a deep one: it walks it.
+    deep = b'{"a": ' + b"[" * 40 + b"]" * 40 + b"}"
+    with pytest.raises(healthbench.RowInvalid, match="more than 32 levels deep"):
+        healthbench.decode_line(3, deep)
+    assert healthbench.decode_line(3, b'{"a": [[1]]}') == {"a": [[1]]}
 
 
 def test_brackets_inside_strings_do_not_count_as_nesting():

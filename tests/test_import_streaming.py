@@ -4,6 +4,7 @@ Chunks are made small here so that the public sample files span many of them: th
 be the one a single chunk gives, and a bad line after chunks were stored must leave nothing.
 """
 
+import gc
 import io
 
 import pytest
@@ -76,3 +77,37 @@ def test_a_prompt_id_repeated_in_a_later_chunk_names_its_first_line(tmp_path, mo
         call_command("import_healthbench", path, stdout=io.StringIO())
     assert "line 4, field prompt_id: 'p-1' already appears on line 1" in capsys.readouterr().err
     assert Conversation.objects.count() == 0
+
+
+def test_the_cycle_collector_is_on_again_after_an_import_and_left_off_when_it_was_off(tmp_path, monkeypatch):
+    # The import pauses the collector per chunk (importer._no_cycle_collection).
+    monkeypatch.setattr(importer, "CHUNK_ROWS", 2)
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    write(good, *[row(f"p-{i}") for i in range(5)])
+    write(bad, row("q-1"), row("q-2"), row("q-3", rubrics=[]))
+    assert gc.isenabled()
+    call_command("import_healthbench", good, stdout=io.StringIO())
+    assert gc.isenabled()
+    with pytest.raises(CommandError):
+        call_command("import_healthbench", bad, stdout=io.StringIO())
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        call_command("import_healthbench", good, stdout=io.StringIO())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert Conversation.objects.count() == 5
+
+
+def test_criteria_numbered_by_the_database_follow_file_order(tmp_path):
+    # Criteria, ideal responses and memberships are numbered as COPY reads them on PostgreSQL.
+    path = tmp_path / "order.jsonl"
+    write(path, *[row(f"p-{i}") for i in range(4)])
+    call_command("import_healthbench", path, stdout=io.StringIO())
+    by_id = list(Criterion.objects.order_by("id").values_list("conversation__prompt_id", "position"))
+    assert by_id == sorted(by_id)
+    assert len(by_id) == Criterion.objects.count() > 4
+    members = list(SubsetMember.objects.order_by("id").values_list("conversation_id", flat=True))
+    assert members == sorted(members)
+    assert len(members) == 4

@@ -7,8 +7,9 @@ public order), so that export(import(line)) == line.
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from annotation.formats.validation import (
     MAX_CLUSTER,
@@ -18,6 +19,7 @@ from annotation.formats.validation import (
     JsonProblem,
     LineTooLong,
     decode_json,
+    decode_json_then,
     too_long,
 )
 
@@ -25,6 +27,7 @@ ROW_KEYS = ("example_tags", "ideal_completions_data", "prompt", "prompt_id", "ru
 REQUIRED_KEYS = ("example_tags", "ideal_completions_data", "prompt", "prompt_id", "rubrics")
 IDEAL_KEYS = ("ideal_completion", "ideal_completions_group", "ideal_completions_ref_completions")
 ROLES = ("system", "user", "assistant")
+T = TypeVar("T")
 AXES = ("completeness", "accuracy", "context_awareness", "communication_quality", "instruction_following")
 
 
@@ -264,21 +267,38 @@ def load_object(
 
 def decode_line(line: int, raw: bytes | LineTooLong) -> dict[str, Any]:
     """Decode one JSONL line into an object, or raise RowInvalid."""
+    return _parse_text(line, raw, lambda _, data: data, quick=False)
+
+
+def parse_decoded(line: int, raw: bytes | LineTooLong, parse: Callable[[int, dict[str, Any]], T]) -> T:
+    """`parse(line, decode_line(line, raw))`, refusing exactly what that refuses.
+
+    `parse` must take only rows of known shapes, a few levels deep (it refuses anything
+    nested deeper than MAX_DEPTH), so a line it takes is not walked again for its depth
+    (validation.decode_json_then).
+    """
+    return _parse_text(line, raw, parse, quick=True)
+
+
+def _parse_text(line: int, raw: bytes | LineTooLong, parse: Callable[[int, dict[str, Any]], T], *, quick: bool) -> T:
     if isinstance(raw, LineTooLong):
         raise fail(line, "", raw.message)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise fail(line, "", f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
+
+    def check(data: Any) -> T:
+        if not isinstance(data, dict):
+            raise fail(line, "", "must be a JSON object")
+        return parse(line, data)
+
     try:
-        data = decode_json(text)
+        return decode_json_then(text, check) if quick else check(decode_json(text))
     except json.JSONDecodeError as exc:
         raise fail(line, "", f"is not valid JSON: {exc.msg} at column {exc.colno} (truncated line?)") from None
     except JsonProblem as exc:
         raise fail(line, exc.field, exc.message) from None
-    if not isinstance(data, dict):
-        raise fail(line, "", "must be a JSON object")
-    return data
 
 
 def check_keys(line: int, data: dict[str, Any], keys: tuple[str, ...], required: tuple[str, ...], what: str) -> None:
@@ -293,7 +313,7 @@ def check_keys(line: int, data: dict[str, Any], keys: tuple[str, ...], required:
 
 def parse_line(line: int, raw: bytes | LineTooLong) -> HealthBenchRow:
     """Parse one line of a HealthBench file; raise RowInvalid naming the line and field."""
-    return parse_row(line, decode_line(line, raw))
+    return parse_decoded(line, raw, parse_row)
 
 
 def parse_row(line: int, data: dict[str, Any]) -> HealthBenchRow:

@@ -1,9 +1,11 @@
 """Importing HealthBench eval files into the database: one transaction, merge by prompt_id."""
 
 import functools
+import gc
 import itertools
 import re
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,12 +105,43 @@ class _FileState:
         self.errors: list[RowError] = []
         self.first_line: dict[str, int] = {}  # prompt_id -> the line it first appears on
         self.conversation_ids: list[int] = []  # in file order, for the subset memberships
+        self.created_ids: set[int] = set()  # conversations this import created: members of no subset yet
         self.consensus = True  # every row so far holds only level:cluster criteria
         self.lines = 0
 
     @property
     def full(self) -> bool:
         return len(self.errors) >= MAX_ERRORS
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause Python's cycle collector while a chunk is parsed and stored.
+
+    A chunk makes ~30,000 containers (decoded rows, then the rows to store) and keeps them
+    until it is stored, so the collector would walk each several times, and the whole heap
+    now and then: a third of the parse's CPU (README, Benchmarks, issue 32). Decoded JSON and
+    the rows built from it hold no reference cycles; what cycles a chunk's queries leave are
+    collected when the collector runs again, after the chunk. It is switched on again only by
+    whoever found it on, so nested or concurrent imports never leave it off.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _take_chunk(state: _FileState, block: list[tuple[int, bytes | LineTooLong]]) -> None:
+    """Parse a chunk of lines and, while the file has no bad line yet, store its rows."""
+    rows = _parse_chunk(state, block)
+    state.consensus = state.consensus and is_consensus_file(rows)
+    state.summary.rows += len(rows)
+    state.summary.professional_rows += sum(row.professional is not None for row in rows)
+    if not state.errors:
+        _store_chunk(rows, state)
 
 
 def _parse_chunk(state: _FileState, numbered: Iterable[tuple[int, bytes | LineTooLong]]) -> list[HealthBenchRow]:
@@ -148,12 +181,8 @@ def import_healthbench_lines(lines: Iterable[bytes | LineTooLong], *, subset_nam
     numbered = numbered_lines(lines)
     with transaction.atomic():
         while block := list(itertools.islice(numbered, CHUNK_ROWS)):
-            rows = _parse_chunk(state, block)
-            state.consensus = state.consensus and is_consensus_file(rows)
-            state.summary.rows += len(rows)
-            state.summary.professional_rows += sum(row.professional is not None for row in rows)
-            if not state.errors:
-                _store_chunk(rows, state)
+            with _no_cycle_collection():
+                _take_chunk(state, block)
             if state.full:
                 break
         if not state.lines:
@@ -226,28 +255,18 @@ def _catalogue(rows: list[HealthBenchRow], summary: ImportSummary) -> dict[str, 
 
 
 @functools.lru_cache(maxsize=1024)
-def _tags_json(tags: tuple[str, ...]) -> str:
-    # A file has only a few dozen distinct tag lists: encode each once.
-    return db_json(list(tags))
+def _tag_columns(tags: tuple[str, ...]) -> tuple[str, str, str, str | None]:
+    """(tags as JSON, level, axis, cluster) of a criterion with these tags. A file has only a
+    few dozen distinct tag lists: each is encoded and read once."""
+    item = RubricItem("", 0, tags)
+    # A Professional criterion has no tags: a conversation's own (example-level) criterion.
+    return db_json(list(tags)), item.level or Criterion.Level.EXAMPLE, item.axis, item.cluster
 
 
-def _criterion_row(conversation_id: int, position: int, item, catalogue: dict, now) -> tuple:
-    consensus = catalogue[item.cluster].id if item.cluster else None
-    return (
-        conversation_id,
-        position,
-        item.criterion,
-        item.points,
-        _tags_json(item.tags),
-        # A Professional criterion has no tags: a conversation's own (example-level) criterion.
-        item.level or Criterion.Level.EXAMPLE,
-        item.axis,
-        consensus,
-        None,
-        False,
-        now,
-        now,
-    )
+def _criterion_row(conversation_id: int, position: int, item: RubricItem, catalogue: dict, now) -> tuple:
+    tags, level, axis, cluster = _tag_columns(item.tags)
+    consensus = catalogue[cluster].id if cluster else None
+    return (conversation_id, position, item.criterion, item.points, tags, level, axis, consensus, None, False, now, now)
 
 
 def _stored(rows: list[HealthBenchRow]) -> tuple[dict[str, Conversation], dict[int, list[tuple]], dict]:
@@ -310,6 +329,7 @@ def _insert_ideals(ideal_rows: list[tuple[HealthBenchRow, int]], codes: Iterator
             for r, cid in ideal_rows
             if r.ideal is not None
         ],
+        ids=False,
     )
 
 
@@ -365,7 +385,7 @@ def _store_chunk(rows: list[HealthBenchRow], state: _FileState) -> None:
     criterion_rows = [_criterion_row(cid, pos, item, catalogue, now) for cid, pos, item in merged_criteria]
     for row, cid in zip(new_rows, new_ids, strict=True):
         criterion_rows.extend(_criterion_row(cid, i, item, catalogue, now) for i, item in enumerate(row.rubrics))
-    insert_rows(Criterion, Criterion.INSERT_COLUMNS, criterion_rows)
+    insert_rows(Criterion, Criterion.INSERT_COLUMNS, criterion_rows, ids=False)
     # New conversations start at version 0; merged ones gained or refreshed criteria.
     rubric_changed([cid for cid, _, _ in merged_criteria] + [stored_of[pk] for pk, _ in refreshed])
     Criterion.objects.bulk_update(moved, ["position"], batch_size=1000)
@@ -388,10 +408,16 @@ def _store_chunk(rows: list[HealthBenchRow], state: _FileState) -> None:
     summary.conversations_created += len(new_rows)
     summary.criteria_created += len(criterion_rows)
     summary.conversations_completed += len(filled)
+    _join_all(rows, state, existing, dict(zip((r.prompt_id for r in new_rows), new_ids, strict=True)), now)
 
-    by_prompt = dict(zip((r.prompt_id for r in new_rows), new_ids, strict=True))
-    conversation_ids = [existing[r.prompt_id].id if r.prompt_id in existing else by_prompt[r.prompt_id] for r in rows]
-    summary.memberships_created += _add_members("all", Subset.Kind.ALL, conversation_ids, now, summary)
+
+def _join_all(rows: list[HealthBenchRow], state: _FileState, existing: dict, created: dict[str, int], now) -> None:
+    """Every row's conversation joins the subset `all`; kept in file order for the named subset."""
+    conversation_ids = [existing[r.prompt_id].id if r.prompt_id in existing else created[r.prompt_id] for r in rows]
+    state.created_ids.update(created.values())
+    state.summary.memberships_created += _add_members(
+        "all", Subset.Kind.ALL, conversation_ids, now, state.summary, state.created_ids
+    )
     state.conversation_ids.extend(conversation_ids)
 
 
@@ -400,7 +426,9 @@ def _finish(state: _FileState) -> None:
     name, summary = state.subset_name, state.summary
     if name and name != "all":
         kind = imported_subset_kind(name, state.consensus, summary)
-        summary.memberships_created += _add_members(name, kind, state.conversation_ids, db_now(), summary)
+        summary.memberships_created += _add_members(
+            name, kind, state.conversation_ids, db_now(), summary, state.created_ids
+        )
 
 
 def _condition(ideal: IdealData) -> str:
@@ -409,7 +437,11 @@ def _condition(ideal: IdealData) -> str:
     return IdealResponse.Condition.NO_REFERENCE
 
 
-def _add_members(name: str, kind: str, conversation_ids: list[int], now, summary: ImportSummary) -> int:
+def _add_members(
+    name: str, kind: str, conversation_ids: list[int], now, summary: ImportSummary, created_ids: set[int]
+) -> int:
+    """Add the conversations to the subset `name`; `created_ids` were created by this import,
+    so only the others are looked up among the members already there."""
     subset, created = Subset.objects.get_or_create(name=name, defaults={"kind": kind})
     if not created and subset.kind != kind and kind == Subset.Kind.CONSENSUS:
         # Made another kind before (by a curator, or an earlier import): said, and left as it is.
@@ -418,12 +450,13 @@ def _add_members(name: str, kind: str, conversation_ids: list[int], now, summary
             "grade its conversations' whole rubrics"
         )
     present: set[int] = set()
-    for chunk in chunks(conversation_ids):
+    known = [] if created else [cid for cid in conversation_ids if cid not in created_ids]
+    for chunk in chunks(known):
         present.update(
             SubsetMember.objects.filter(subset=subset, conversation_id__in=chunk).values_list(
                 "conversation_id", flat=True
             )
         )
     new = [(subset.id, cid, now) for cid in conversation_ids if cid not in present]
-    insert_rows(SubsetMember, SubsetMember.INSERT_COLUMNS, new)
+    insert_rows(SubsetMember, SubsetMember.INSERT_COLUMNS, new, ids=False)
     return len(new)

@@ -23,9 +23,9 @@ from typing import Any
 from annotation.formats.healthbench import (
     HealthBenchRow,
     RubricItem,
-    decode_line,
     fail,
     is_whole_number,
+    parse_decoded,
     parse_messages,
     parse_row,
 )
@@ -46,7 +46,10 @@ def is_professional(data: dict[str, Any]) -> bool:
 
 def parse_any_line(line: int, raw: bytes | LineTooLong) -> HealthBenchRow:
     """Parse one line of a HealthBench or a HealthBench Professional file (told apart by its keys)."""
-    data = decode_line(line, raw)
+    return parse_decoded(line, raw, _parse_decoded_row)
+
+
+def _parse_decoded_row(line: int, data: dict[str, Any]) -> HealthBenchRow:
     if is_professional(data):
         return parse_professional(line, data)
     return parse_row(line, data)

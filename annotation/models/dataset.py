@@ -218,10 +218,20 @@ class Criterion(models.Model):
     tags = CleanJSONField(default=list)
     level = models.CharField(max_length=16, choices=Level.choices, default=Level.EXAMPLE)
     axis = models.CharField(max_length=32, choices=Axis.choices, blank=True)
+    # Indexed only where set (criterion_consensus, criterion_author below): nearly every
+    # criterion of an imported file has neither, and indexing their NULLs cost PostgreSQL a
+    # tenth of an import's CPU (README, Benchmarks, issue 32).
     consensus_criterion = models.ForeignKey(
-        ConsensusCriterion, null=True, blank=True, on_delete=models.PROTECT, related_name="attachments"
+        ConsensusCriterion,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="attachments",
+        db_index=False,
     )
-    author = models.ForeignKey(Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="criteria")
+    author = models.ForeignKey(
+        Physician, null=True, blank=True, on_delete=models.SET_NULL, related_name="criteria", db_index=False
+    )
     # How the criterion got here. Null for criteria from a HealthBench file: the bulk import
     # writes plain rows and leaves this column out, so it has to be nullable.
     origin = models.CharField(max_length=16, choices=Origin.choices, null=True, blank=True)  # noqa: DJ001
@@ -247,6 +257,14 @@ class Criterion(models.Model):
         indexes = [
             # Rubric of one conversation, in order (editor, export, grading).
             models.Index(fields=["conversation", "position"], name="criterion_rubric_order"),
+            # A catalogue entry's attachments, and the PROTECT check that keeps it while it has any.
+            models.Index(
+                fields=["consensus_criterion"],
+                condition=Q(consensus_criterion__isnull=False),
+                name="criterion_consensus",
+            ),
+            # A physician's criteria, and the SET NULL when a physician is deleted.
+            models.Index(fields=["author"], condition=Q(author__isnull=False), name="criterion_author"),
         ]
 
     def __str__(self) -> str:
