@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0014_gold_items"),
+        ("annotation", "0018_physician_quality_store"),
     ]
 
     operations = [
