@@ -196,5 +196,8 @@ def test_an_item_costs_the_same_queries_however_many_items_there_are(world, labe
 
 def test_labeling_costs_a_bounded_number_of_queries(world, labeler, django_assert_max_num_queries):
     # The next item's texts may be new: one query for their rendered Markdown and one to store it.
-    with django_assert_max_num_queries(22):  # +1: the time-on-task event (annotation/services/time_on_task.py)
+    # +1: the time-on-task event (annotation/services/time_on_task.py); +4: the label and the event
+    # each mark the physician quality figures as changed (annotation/services/quality_refresh.py,
+    # an update and an insert-on-conflict per mark).
+    with django_assert_max_num_queries(26):
         assert labeler.post(_url(world.label_task), {"met": "yes"}, **htmx()).status_code == 200
