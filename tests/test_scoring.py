@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from grading.reports import scoring
+from grading.reports import bootstrap, scoring
 from grading.reports.scoring import MET, MISSING, NOT_MET
 
 FIXTURES = Path(__file__).parent / "fixtures" / "scoring"
@@ -203,7 +203,7 @@ def test_bootstrap_std_matches_the_standard_error_of_the_mean():
 def test_bootstrap_by_distinct_values_matches_resampling_indices(monkeypatch):
     values = np.repeat([0.0, 0.25, 1.0], [500, 300, 200])
     by_value = scoring.bootstrap_std(values, n_resamples=4000, seed=0)
-    monkeypatch.setattr(scoring, "_DISTINCT_RATIO", 10**9)
+    monkeypatch.setattr(bootstrap, "_DISTINCT_RATIO", 10**9)
     by_index = scoring.bootstrap_std(values, n_resamples=4000, seed=0)
     assert by_value == pytest.approx(by_index, rel=0.05)
     assert by_value == pytest.approx(values.std() / math.sqrt(values.size), rel=0.05)

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from grading.models import Grade, GradingMode, Run, StoredReport
 from grading.reports import scoring, stored
+from grading.reports.bootstrap import BOOTSTRAP_LABELS
 from grading.reports.grader_marks import grader_mark
 from grading.reports.selectors import RunGrades, run_grades_get
 from healthbench_web.shared_cache import once_per_version
@@ -172,7 +173,7 @@ def run_report(*, run: Run, seed: int | None = DEFAULT_SEED) -> RunReport:
     # NaN (left out) sorts last; ties keep response order, which is file order for an imported run.
     order = np.argsort(overall, kind="stable")
     data = _report_data(grades, scores, seed, length_adjustment(run), run.bootstrap)
-    data["bootstrap"] = {"method": run.bootstrap, "description": scoring.BOOTSTRAP_LABELS[run.bootstrap]}
+    data["bootstrap"] = {"method": run.bootstrap, "description": BOOTSTRAP_LABELS[run.bootstrap]}
     data["grader"] = grader_mark(run)
     return RunReport(
         data=data,
