@@ -34,23 +34,24 @@ redirects, so that these rules, and the count of attempts stored with each grade
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import random
-import re
-import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import httpx2
 import openai
 
-from grading.pipeline.bounded_transport import ReplyTooLarge
+from grading.pipeline.call_failures import (
+    Failure,
+    endpoint_keys,
+    error_reply_failure,
+    status_failure,
+    transport_failure,
+)
 from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.endpoint_clients import LiveClient, client_for, close_clients
 from grading.pipeline.grader_prompt import MalformedAnswer, parse_answer
-from grading.pipeline.provider_errors import UNGRADABLE, Action, read_error
+from grading.pipeline.provider_errors import UNGRADABLE, Action
 from grading.pipeline.replies import EmptyAnswer, ErrorReply, NotACompletion, Reply, parse_reply
 from grading.pipeline.request_shape import CHARS_PER_TOKEN, GRADE_SCHEMA, GRADE_SCHEMA_NAME, call_request
 from grading.pipeline.response_prompt import CHUNK_SCHEMA, CHUNK_SCHEMA_NAME, read_chunk_answer, split_usage
@@ -153,146 +154,6 @@ class GradeOutcome:
 
 # --- the client: grading.pipeline.endpoint_clients ----------------------------------------
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _duration(value: str) -> float | None:
-    """OpenAI's reset durations: "1s", "6m0s", "20ms", "1h2m3.5s"."""
-    parts = _DURATION.findall(value.strip())
-    if not parts or "".join(n + u for n, u in parts) != value.strip():
-        return None
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
-
-
-def _retry_after(headers: httpx2.Headers) -> float | None:
-    if value := headers.get("retry-after-ms"):
-        try:
-            return float(value) / 1000
-        except ValueError:
-            pass
-    if value := headers.get("retry-after"):
-        try:
-            return float(value)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            if when is not None:
-                return max(0.0, when.timestamp() - time.time())
-    # No Retry-After: the limit that ran out says when it refills.
-    waits = [
-        _duration(headers.get(f"x-ratelimit-reset-{what}") or "")
-        for what in ("requests", "tokens")
-        if headers.get(f"x-ratelimit-remaining-{what}") == "0"
-    ]
-    known = [wait for wait in waits if wait is not None]
-    return max(known) if known else None
-
-
-def _transport_fault(exc: BaseException, endpoint: CallTarget) -> tuple[str, bool] | None:
-    """(the transport's words, fatal) for a refused connection or a host that does not
-    resolve, found anywhere in the exception's chain (the aiohttp transport reports both
-    as a connect timeout), else None."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, ConnectionRefusedError):
-            return f"connection refused by {endpoint.base_url or 'the OpenAI API'} ({cause})", True
-        if isinstance(cause, socket.gaierror):
-            return f"could not resolve the host of {endpoint.base_url or 'the OpenAI API'} ({cause})", True
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
-_E = TypeVar("_E", bound=BaseException)
-
-
-def _in_chain(exc: BaseException, kind: type[_E]) -> _E | None:
-    """The first exception of `kind` in `exc`'s chain of causes, or None."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, kind):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
-def _keys(endpoint: CallTarget) -> list[str]:
-    try:
-        return [endpoint.api_key()] if endpoint.api_key_env else []
-    except Exception:  # no key, nothing to remove
-        return []
-
-
-@dataclass(frozen=True)
-class _Failure:
-    error: str  # what the grade or the run will say
-    kind: str  # what makes two failures the same, for the streak
-    action: Action
-    retry_after: float | None = None
-    conversation_bound: bool = False  # no call about this conversation can succeed here
-    stated: tuple[int, int] = (0, 0)  # the provider's requests and tokens per minute, when it said
-
-
-def _status_failure(exc: openai.APIStatusError, endpoint: CallTarget) -> _Failure:
-    headers = exc.response.headers
-    problem = read_error(
-        exc.status_code, exc.body, text=_body_text(exc.response), location=headers.get("location") or ""
-    )
-    return _Failure(
-        error=redact(problem.describe(endpoint.name or endpoint.model), _keys(endpoint)),
-        kind=problem.kind,
-        action=problem.action(),
-        retry_after=_retry_after(headers),
-        conversation_bound=problem.conversation_bound,
-        stated=(_stated(headers, "requests"), _stated(headers, "tokens")),
-    )
-
-
-def _stated(headers: httpx2.Headers, what: str) -> int:
-    """A limit in OpenAI's x-ratelimit-limit-* headers; 0 when absent or not a positive count
-    (Azure sends -1 where it has none)."""
-    value = (headers.get(f"x-ratelimit-limit-{what}") or "").strip()
-    return int(value) if value.isdigit() else 0
-
-
-def _error_reply_failure(exc: ErrorReply, endpoint: CallTarget) -> _Failure:
-    """An error sent with HTTP 200, classified as the status it names."""
-    problem = read_error(exc.status, exc.body)
-    said = problem.describe(endpoint.name or endpoint.model).replace(
-        f"HTTP {exc.status} from", f"HTTP 200 carrying a {exc.status} error from", 1
-    )
-    return _Failure(
-        error=redact(said, _keys(endpoint)),
-        kind=problem.kind,
-        action=problem.action(),
-        conversation_bound=problem.conversation_bound,
-    )
-
-
-def _body_text(response: httpx2.Response) -> str:
-    try:
-        return response.text[:2000]
-    except Exception:  # a body that cannot be read says nothing
-        return ""
-
-
-def _transport_failure(exc: openai.APIConnectionError, endpoint: CallTarget) -> _Failure:
-    too_large = _in_chain(exc, ReplyTooLarge)
-    if too_large is not None:
-        # Not retried: the same question would get the same swollen answer.
-        return _Failure(str(too_large), "reply too large", Action.FAIL)
-    fault = _transport_fault(exc, endpoint)
-    if fault is not None:
-        error, fatal = fault
-        return _Failure(error, "refused or unresolved", Action.FATAL if fatal else Action.RETRY)
-    if isinstance(exc, openai.APITimeoutError):
-        return _Failure(f"no answer within {endpoint.timeout:g} s", "timeout", Action.RETRY)
-    words = redact(f"connection failed: {exc.__cause__ or exc}", _keys(endpoint))
-    return _Failure(words, "connection failed", Action.RETRY)
-
 
 async def chat(
     endpoint: CallTarget,
@@ -371,7 +232,7 @@ async def _attempt(
     attempt: int,
     limiter: RateLimiter,
     estimate: int,
-) -> Reply | _Failure:
+) -> Reply | Failure:
     """One request of a call: its reply, or what went wrong (the limiter settled either way)."""
     try:
         # Not the typed create(): its request transform and response model cost about
@@ -380,17 +241,17 @@ async def _attempt(
         reply = parse_reply(sent.content, api_style=endpoint.api_style, attempts=attempt)
     except openai.APIStatusError as exc:
         await limiter.settle(endpoint, -estimate)
-        return _status_failure(exc, endpoint)
+        return status_failure(exc, endpoint)
     except openai.APIConnectionError as exc:  # timeouts included
-        return _transport_failure(exc, endpoint)
+        return transport_failure(exc, endpoint)
     except ErrorReply as exc:
         await limiter.settle(endpoint, -estimate)
-        return _error_reply_failure(exc, endpoint)
+        return error_reply_failure(exc, endpoint)
     except EmptyAnswer as exc:
-        return _Failure(f"the endpoint's answer is empty: {exc}", "empty answer", Action.FAIL)
+        return Failure(f"the endpoint's answer is empty: {exc}", "empty answer", Action.FAIL)
     except NotACompletion as exc:
-        return _Failure(
-            redact(f"the endpoint's answer is not a completion: {exc}", _keys(endpoint)),
+        return Failure(
+            redact(f"the endpoint's answer is not a completion: {exc}", endpoint_keys(endpoint)),
             "not a completion",
             Action.RETRY,
         )

@@ -50,7 +50,8 @@ from django.utils import timezone
 
 from grading.endpoint_access import AZURE
 from grading.models import Grade, ProviderBatch, Run, RunBatch
-from grading.pipeline.client import GradeOutcome, _status_failure, _transport_failure
+from grading.pipeline.call_failures import status_failure, transport_failure
+from grading.pipeline.client import GradeOutcome
 from grading.pipeline.endpoint import CallTarget
 from grading.pipeline.endpoint_clients import batch_client
 from grading.pipeline.failure_log import failures_note
@@ -137,12 +138,12 @@ def _control(target: CallTarget, call: Callable[[], Any]) -> Any:
     try:
         return call()
     except openai.APIStatusError as exc:
-        failure = _status_failure(exc, target)
+        failure = status_failure(exc, target)
         if failure.action is Action.FATAL:
             raise BatchFatal(failure.error) from None
         raise
     except openai.APIConnectionError as exc:
-        failure = _transport_failure(exc, target)
+        failure = transport_failure(exc, target)
         if failure.action is Action.FATAL:
             raise BatchFatal(failure.error) from None
         raise
