@@ -85,27 +85,31 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import socket
 import threading
 import time
-import urllib.parse
-import zlib
 from collections import Counter, deque
-from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from tests.llm_answers import between_sentences, chunk_reply, grader_reply, is_chunk_request, policy_reply
 from tests.llm_batch_desk import BatchDesk
 from tests.llm_dialects import DIALECTS, rewrite
+from tests.llm_handler import Handler as BaseHandler
+from tests.llm_hostile import HOSTILE, MB, Streamed, completion_halves, gzip_bomb
+from tests.llm_rate_limit import admit
+from tests.llm_requests import (
+    REASONING_TOKENS,
+    RESPONSES_FIELDS,
+    is_reasoning,
+    responses_messages,
+    unsupported,
+    wants_schema,
+)
 from tests.llm_shapes import (
     REFUSAL,
-    REQUESTS_PER_MINUTE,
-    TOKENS_PER_MINUTE,
     api_error,
     chat_completion,
     chat_usage,
@@ -136,86 +140,8 @@ KINDS = {
     "huge",
     "gzip_bomb",
 }
-HOSTILE = {"nul_500", "trickle", "huge", "gzip_bomb"}
-MB = 1 << 20
-
-
-@dataclass
-class Streamed:
-    """A body written piece by piece (a pause of `pause` seconds after each), with headers
-    that may say more than is ever sent."""
-
-    status: int
-    headers: dict[str, str]
-    pieces: Iterator[bytes]
-    pause: float = 0.0
-
-
-_BOMBS: dict[int, bytes] = {}
-
-
-def gzip_bomb(inflated: int) -> bytes:
-    """A gzip stream of `inflated` spaces inside a chat completion's JSON (about 1 MB per GB)."""
-    if inflated not in _BOMBS:
-        head, tail = _completion_halves()
-        packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip wrapper
-        parts = [packer.compress(head)]
-        block = b" " * MB
-        for _ in range(inflated // MB):
-            parts.append(packer.compress(block))
-        parts += [packer.compress(tail), packer.flush()]
-        _BOMBS[inflated] = b"".join(parts)
-    return _BOMBS[inflated]
-
-
-def _completion_halves() -> tuple[bytes, bytes]:
-    """A chat completion's JSON cut where its content goes."""
-    usage = chat_usage(10, 0, 0, 10, 0)
-    whole = json.dumps(chat_completion("grader", content="@@", refusal=None, truncated=False, usage=usage))
-    head, tail = whole.split("@@")
-    return head.encode(), tail.encode()
-
-
-REASONING_MODEL = re.compile(r"reasoning|^(o1|o3|o4|gpt-5)")
-REASONING_TOKENS = {"none": 0, "minimal": 0, "low": 64, "medium": 192, "high": 512, "xhigh": 1024, "max": 2048, "": 128}
 MUSING = "Let me weigh this criterion against the reply carefully. " * 21  # about 300 tokens
 CACHE_STEP_CHARS = 128 * 4  # OpenAI caches in steps of 128 tokens
-RESPONSES_FIELDS = {
-    "model",
-    "input",
-    "instructions",
-    "max_output_tokens",
-    "temperature",
-    "top_p",
-    "reasoning",
-    "text",
-    "store",
-    "metadata",
-    "user",
-    "truncation",
-    "parallel_tool_calls",
-    "tools",
-    "tool_choice",
-    "previous_response_id",
-    "include",
-    "stream",
-    "service_tier",
-    "background",
-}
-
-
-def is_reasoning(model: str) -> bool:
-    return bool(REASONING_MODEL.search(model))
-
-
-def unsupported(param: str, instead: str = "") -> tuple[int, dict, dict]:
-    tail = f" Use '{instead}' instead." if instead else ""
-    return api_error(
-        400,
-        f"Unsupported parameter: '{param}' is not supported with this model.{tail}",
-        param=param,
-        code="unsupported_parameter",
-    )
 
 
 class LLMServer:
@@ -296,7 +222,7 @@ class LLMServer:
     def start(self, port: int = 0) -> LLMServer:
         server = self
 
-        class Handler(_Handler):
+        class Handler(BaseHandler):
             owner = server
 
         class Server(ThreadingHTTPServer):
@@ -415,7 +341,7 @@ class LLMServer:
                 200, {"Content-Type": "application/json", "Content-Length": "100000"}, iter(lambda: b" ", b""), 1.0
             )
         if fault == "huge":
-            head, tail = _completion_halves()
+            head, tail = completion_halves()
             size = len(head) + self.huge_bytes + len(tail)
             pieces = [head, *([b"a" * MB] * (self.huge_bytes // MB)), tail]
             return Streamed(200, {"Content-Type": "application/json", "Content-Length": str(size)}, iter(pieces))
@@ -507,241 +433,6 @@ class LLMServer:
             return 200, headers, reply
         usage = chat_usage(prompt_tokens, cached, writes, completion_tokens, reasoning)
         return 200, headers, chat_completion(model, content=content, refusal=refusal, truncated=truncated, usage=usage)
-
-
-def reset_text(seconds: float) -> str:
-    """A wait as OpenAI's x-ratelimit-reset-* headers write it: "120ms", "1.5s", "6m0s"."""
-    if seconds < 1:
-        return f"{max(1, round(seconds * 1000))}ms"
-    if seconds < 60:
-        return f"{seconds:.3g}s"
-    return f"{int(seconds // 60)}m{seconds % 60:.0f}s"
-
-
-def admit(self: LLMServer, model: str, tokens: int) -> tuple[tuple[int, dict, dict] | None, dict]:
-    """(OpenAI's 429 when a limit is spent, else None; the rate-limit headers of the reply)."""
-    with self.lock:
-        now = time.monotonic()
-        cap_r, cap_t = self.rpm * self.rate_window / 60, self.tpm * self.rate_window / 60
-        r, t, last = self.bucket or (cap_r, cap_t, now)
-        r = min(cap_r, r + (now - last) * self.rpm / 60)
-        t = min(cap_t, t + (now - last) * self.tpm / 60)
-        spent = None
-        if self.rpm and r < 1:
-            spent = ("requests", "RPM", self.rpm, (1 - r) * 60 / self.rpm, round(cap_r - r), 1)
-        elif self.tpm and t < tokens:
-            spent = ("tokens", "TPM", self.tpm, (tokens - t) * 60 / self.tpm, round(cap_t - t), tokens)
-        else:
-            r, t = r - (1 if self.rpm else 0), t - (tokens if self.tpm else 0)
-        self.bucket = (r, t, now)
-        self.arrivals.append((time.time(), 429 if spent else 200))
-        headers = {
-            "x-ratelimit-limit-requests": str(self.rpm or REQUESTS_PER_MINUTE),
-            "x-ratelimit-remaining-requests": str(max(0, int(r)) if self.rpm else 9_999),
-            "x-ratelimit-reset-requests": reset_text(max(0.0, cap_r - r) * 60 / self.rpm if self.rpm else 0.006),
-            "x-ratelimit-limit-tokens": str(self.tpm or TOKENS_PER_MINUTE),
-            "x-ratelimit-remaining-tokens": str(max(0, int(t)) if self.tpm else 29_999_000),
-            "x-ratelimit-reset-tokens": reset_text(max(0.0, cap_t - t) * 60 / self.tpm if self.tpm else 0.006),
-        }
-    if spent is None:
-        return None, headers
-    what, short, limit, wait, used, requested = spent
-    message = (
-        f"Rate limit reached for {model} in organization org-test on {what} per min ({short}): Limit {limit}, "
-        f"Used {used}, Requested {requested}. Please try again in {reset_text(wait)}. "
-        "Visit https://platform.openai.com/account/rate-limits to learn more."
-    )
-    _, _, error = api_error(429, message, kind=what, code="rate_limit_exceeded")
-    if self.send_retry_after:
-        headers |= {"retry-after-ms": str(math.ceil(wait * 1000)), "retry-after": str(math.ceil(wait))}
-    return (429, headers, error), headers
-
-
-def wants_schema(body: dict) -> bool:
-    """Structured output asked: response_format (chat) or text.format (Responses) json_schema."""
-    chat = (body.get("response_format") or {}).get("type") == "json_schema"
-    responses = ((body.get("text") or {}).get("format") or {}).get("type") == "json_schema"
-    return chat or responses
-
-
-def responses_messages(body: dict) -> list[dict]:
-    """The Responses API's instructions and input as chat-like messages."""
-    messages = []
-    if body.get("instructions"):
-        messages.append({"role": "system", "content": str(body["instructions"])})
-    given = body.get("input") or ""
-    if isinstance(given, str):
-        return [*messages, {"role": "user", "content": given}]
-    for item in given:
-        content = item.get("content", "")
-        if isinstance(content, list):
-            content = "".join(str(part.get("text", "")) for part in content)
-        messages.append({"role": item.get("role", "user"), "content": content})
-    return messages
-
-
-class _Handler(BaseHTTPRequestHandler):
-    owner: LLMServer
-    # Keep-alive, as real endpoints do: a client reuses its connections.
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in two writes; with Nagle's algorithm on, the second waits
-    # for the client's delayed ACK (40 ms), which would look like latency.
-    disable_nagle_algorithm = True
-
-    def log_message(self, format, *args) -> None:  # `format`: the base class's name
-        pass
-
-    def _authorization(self) -> str:
-        """The credential sent: a bearer token, or Azure OpenAI's api-key header, as a bearer."""
-        key = self.headers.get("api-key")
-        return f"Bearer {key}" if key else self.headers.get("Authorization", "")
-
-    def _route(self) -> tuple[str, str | None]:
-        """(the path as the OpenAI API names it, the model an Azure deployment URL names),
-        recording what was received. Azure OpenAI's classic paths
-        (/openai/deployments/{deployment}/chat/completions?api-version=..., /openai/files,
-        /openai/batches) and its v1 paths (/openai/v1/...) map onto /v1/..."""
-        raw_path, _, query = self.path.partition("?")
-        params = dict(urllib.parse.parse_qsl(query))
-        path = raw_path.rstrip("/")
-        with self.owner.lock:
-            self.owner.received.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
-        deployment = re.match(r"^/openai/deployments/([^/]+)(/.*)$", path)
-        if deployment and "api-version" in params:
-            return "/v1" + deployment[2], urllib.parse.unquote(deployment[1])
-        if path.startswith("/openai/v1/"):
-            return "/v1/" + path.removeprefix("/openai/v1/"), None
-        if path.startswith("/openai/") and "api-version" in params:
-            return "/v1/" + path.removeprefix("/openai/"), None
-        return path, None
-
-    def _refused_key(self) -> bool:
-        """The files and batches routes check the key as the others do."""
-        owner, authorization = self.owner, self._authorization()
-        if owner.api_key is None or authorization == f"Bearer {owner.api_key}":
-            return False
-        self._send(*api_error(401, "Incorrect API key provided.", code="invalid_api_key"))
-        return True
-
-    def do_GET(self) -> None:
-        path, _ = self._route()
-        query = self.path.partition("?")[2]
-        if self._refused_key():
-            return None
-        desk = self.owner.batches
-        parts = path.split("/")
-        if path.startswith("/v1/files/") and path.endswith("/content") and len(parts) == 5:
-            return self._send(*desk.content(parts[3]))
-        if path.startswith("/v1/files/") and len(parts) == 4:
-            return self._send(*desk.file(parts[3]))
-        if path == "/v1/batches":
-            return self._send(*desk.listing(dict(urllib.parse.parse_qsl(query))))
-        if path.startswith("/v1/batches/") and len(parts) == 4:
-            return self._send(*desk.retrieve(parts[3]))
-        return self._send(404, {}, self.owner.no_route(self.path))
-
-    def _batch_routes(self, path: str, raw: bytes) -> bool:
-        desk = self.owner.batches
-        parts = path.split("/")
-        if path == "/v1/files":
-            if not self._refused_key():
-                self._send(*desk.upload(self.headers.get("Content-Type", ""), raw))
-            return True
-        if path == "/v1/batches" or (path.startswith("/v1/batches/") and path.endswith("/cancel") and len(parts) == 5):
-            if self._refused_key():
-                return True
-            if path.endswith("/cancel"):
-                self._send(*desk.cancel_batch(parts[3]))
-                return True
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                self._send(*api_error(400, "We could not parse the JSON body of your request."))
-                return True
-            self._send(*desk.create(body, self._authorization(), azure=self.path.startswith("/openai/")))
-            return True
-        return False
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
-        path, deployment = self._route()
-        batches = self.owner.redirect_to is None and self.owner.dialect != "ollama"  # Ollama has no Batch API
-        if batches and self._batch_routes(path, raw):
-            return None
-        if self.owner.redirect_to is not None:
-            with self.owner.lock:
-                self.owner.calls += 1
-            target = self.owner.redirect_to.rstrip("/") + path.removeprefix("/v1")
-            return self._send(307, {"Location": target}, {"error": {"message": f"moved to {target}"}})
-        if path not in ("/v1/chat/completions", "/v1/responses"):
-            return self._send(404, {}, self.owner.no_route(self.path))
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            return self._send(400, {}, {"error": {"message": "body is not JSON"}})
-        if deployment is not None:
-            body["model"] = deployment  # Azure answers with the deployment's model
-        refusal = self.owner.check_request(path, body, self._authorization())
-        if refusal is not None:
-            status, headers, payload = refusal
-            return self._send(*_headed(self.owner.error_reply(status, payload, path, str(body.get("model"))), headers))
-        with self.owner.lock:
-            self.owner.in_flight += 1
-            self.owner.max_in_flight = max(self.owner.max_in_flight, self.owner.in_flight)
-        try:
-            status, headers, answer = self.owner.answer(body, path)
-        finally:
-            with self.owner.lock:
-                self.owner.in_flight -= 1
-        if isinstance(answer, Streamed):
-            return self._stream(answer)
-        payload = answer
-        if status == 0:
-            self.close_connection = True
-            self.connection.close()
-            return
-        if status >= 400:
-            return self._send(*_headed(self.owner.error_reply(status, payload, path, str(body.get("model"))), headers))
-        self._send(status, headers, payload)
-
-    def _stream(self, reply: Streamed) -> None:
-        self.close_connection = True
-        try:
-            self.send_response(reply.status)
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            for piece in reply.pieces:
-                self.wfile.write(piece)
-                self.wfile.flush()
-                if reply.pause:
-                    time.sleep(reply.pause)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client stopped reading: what these replies are for
-
-    def _send(self, status: int, headers: dict, payload: object) -> None:
-        if isinstance(payload, bytes):
-            data, kind = payload, "application/octet-stream"
-        elif isinstance(payload, str):  # a server that answers errors in plain text (Ollama's 404)
-            data, kind = payload.encode(), "text/plain; charset=utf-8"
-        else:
-            data, kind = json.dumps(payload).encode(), "application/json"
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            # The client gave up (a timeout test): nothing to answer to.
-            self.close_connection = True
-
-
-def _headed(reply: tuple[int, object], headers: dict) -> tuple[int, dict, object]:
-    return reply[0], headers, reply[1]
 
 
 @pytest.fixture

@@ -61,7 +61,7 @@ def test_trickling_swollen_and_bomb_replies_fail_their_runs_and_a_healthy_run_be
         server = make_llm_server()
         server.inject(kind, 10_000)
         endpoint_on(server, kind, timeout_seconds=3)
-    from tests.llm_server import gzip_bomb  # here: the module is the plugin, imported by pytest first
+    from tests.llm_hostile import gzip_bomb
 
     gzip_bomb(1024 * 1024 * 1024)  # 1 GB inflated, made once before the clock starts
     log = tmp_path / "worker.log"

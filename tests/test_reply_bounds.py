@@ -36,7 +36,7 @@ def test_a_swollen_reply_fails_as_too_large_without_growing_the_process(llm_serv
     llm_server.huge_bytes = 50 * 1024 * 1024
     llm_server.bomb_bytes = 1024 * 1024 * 1024
     if fault == "gzip_bomb":
-        from tests.llm_server import gzip_bomb
+        from tests.llm_hostile import gzip_bomb
 
         gzip_bomb(llm_server.bomb_bytes)  # made before the measurement: the server's own memory
     llm_server.inject(fault)
