@@ -8,7 +8,29 @@ points from grading to annotation. Two things of grading's are part of annotatio
   curator's subset views take the runs to rank by and the ranking from here.
 """
 
+from collections.abc import Sequence
+
+from django.db.models import QuerySet
+
 from grading.models import Response, Run
 from grading.reports.hard_subset import conversation_mean_scores, hardest_conversations, rankable_runs
 
-__all__ = ["Response", "Run", "conversation_mean_scores", "hardest_conversations", "rankable_runs"]
+__all__ = [
+    "Response",
+    "Run",
+    "conversation_mean_scores",
+    "hardest_conversations",
+    "model_responses",
+    "rankable_runs",
+]
+
+
+def model_responses(conversation_ids: Sequence[int]) -> QuerySet:
+    """(conversation id, response id) of the conversations' model responses, in that order: the
+    responses physicians label and read as references (never a physician's own)."""
+    return (
+        Response.objects.filter(conversation_id__in=conversation_ids)
+        .exclude(source=Response.Source.PHYSICIAN)
+        .order_by("conversation_id", "id")
+        .values_list("conversation_id", "id")
+    )

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from annotation.grading_seam import Response
+from annotation.grading_seam import model_responses
 from annotation.models import Assignment, Conversation, GoldAnswer, IdealResponse, Physician
 from annotation.services.gold import gold_count, gold_mixed
 from annotation.services.quality_refresh import quality_changed
@@ -212,13 +212,7 @@ def label_task_withdraw(*, task: Assignment, note: str) -> bool:
 
 def _references(conversation_ids: Sequence[int]) -> dict[int, list[int]]:
     refs: dict[int, list[int]] = defaultdict(list)
-    rows = (
-        Response.objects.filter(conversation_id__in=conversation_ids)
-        .exclude(source=Response.Source.PHYSICIAN)
-        .order_by("conversation_id", "id")
-        .values_list("conversation_id", "id")
-    )
-    for cid, rid in rows:
+    for cid, rid in model_responses(conversation_ids):
         if len(refs[cid]) < REFERENCES_PER_TASK:
             refs[cid].append(rid)
     return refs

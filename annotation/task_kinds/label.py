@@ -9,7 +9,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 
-from annotation.grading_seam import Response
+from annotation.grading_seam import Response, model_responses
 from annotation.models import Assignment, Conversation, Criterion, GoldItem, Physician
 from annotation.task_kinds import rubric
 from annotation.task_kinds.base import Excluded, Item, TaskKind, as_uuid
@@ -64,13 +64,7 @@ class Label(TaskKind):
         ):
             criteria[cid].append(pk)
         items: list[Item] = []
-        responses = (
-            Response.objects.filter(conversation_id__in=conversation_ids)
-            .exclude(source=Response.Source.PHYSICIAN)
-            .order_by("conversation_id", "id")
-            .values_list("conversation_id", "id")
-        )
-        for cid, rid in responses:
+        for cid, rid in model_responses(conversation_ids):
             items.extend((cid, rid, crit) for crit in criteria.get(cid, []))
         return items
 
